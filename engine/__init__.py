@@ -1,0 +1,1 @@
+"""plog.engine: Kafka storage layer over files (segments, indexes, logs, loader)."""

@@ -1,0 +1,79 @@
+"""Typed errors of the formats layer.
+
+Every error raised while decoding bytes is a :class:`FormatError`. Each carries the
+``position`` (byte offset in the buffer the caller handed in, or ``None`` when the
+position is not meaningful) and a one-line ``reason``. ``str(err)`` is the one-line
+message the CLI prints, so reasons are written as full sentences without a trailing
+period and name the numbers involved.
+
+The names mirror Kafka's exceptions: ``CorruptRecordException`` (bytes that cannot be
+a record: bad CRC, impossible sizes), ``InvalidRecordException`` (well-formed bytes that
+break a rule: a negative header key size, a control key that is too short), and
+``CorruptIndexException`` / ``CorruptSnapshotException`` for the side files.
+"""
+
+from __future__ import annotations
+
+
+class FormatError(Exception):
+    """Base class: bytes that do not decode. ``position`` may be None."""
+
+    def __init__(self, reason: str, position: int | None = None):
+        self.reason = reason
+        self.position = position
+        super().__init__(reason)
+
+    def __str__(self) -> str:
+        if self.position is None:
+            return self.reason
+        return f"{self.reason} (at byte {self.position})"
+
+    def at(self, base: int) -> "FormatError":
+        """Return this error with its position shifted by ``base`` (or set to it).
+
+        Decoders deep inside a batch know positions relative to the batch; the caller
+        that knows where the batch starts adds its own offset once, here.
+        """
+        self.position = base if self.position is None else base + self.position
+        return self
+
+
+class CorruptRecordError(FormatError):
+    """Bytes that cannot be a valid record or batch (size, CRC, truncation, magic)."""
+
+
+class InvalidRecordError(FormatError):
+    """A structurally readable record that breaks one of Kafka's rules."""
+
+
+class VarintError(CorruptRecordError):
+    """A zig-zag varint/varlong that is too long or runs past the end of the buffer."""
+
+
+class CompressionError(CorruptRecordError):
+    """A compressed stream that does not decode with its codec."""
+
+
+class DecompressionLimitError(CompressionError):
+    """Decompressed output would exceed the caller's ``max_size`` (a bomb, or a bad length)."""
+
+
+class UnsupportedCodecError(InvalidRecordError):
+    """A codec id outside 0..4, or a codec not allowed for the magic (zstd below v2)."""
+
+
+class CorruptIndexError(FormatError):
+    """An offset, time or transaction index whose bytes break Kafka's sanity rules."""
+
+
+class CorruptSnapshotError(FormatError):
+    """A producer state snapshot that fails its version, CRC or schema checks."""
+
+
+class CheckpointError(FormatError):
+    """A malformed text file: offset checkpoint, leader-epoch checkpoint, properties."""
+
+
+class SchemaError(FormatError):
+    """A protocol-schema struct (internal topic key/value, control record) that does not
+    decode with the schema its version names, or an unknown version."""

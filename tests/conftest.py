@@ -1,0 +1,27 @@
+"""Shared test fixtures: paths to the shared corpus, the vector module on sys.path."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+sys.path.insert(0, str(TESTS))
+
+#: Real Kafka log directories, by the project's contract at ../shared/corpus.
+CORPUS = Path(os.environ.get("PLOG_CORPUS", ROOT.parent / "shared" / "corpus"))
+
+
+def pytest_report_header(config):
+    return [f"plog corpus: {CORPUS} ({'present' if CORPUS.is_dir() else 'MISSING'})"]
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.fail(f"the shared corpus is missing at {CORPUS} (set PLOG_CORPUS)")
+    return CORPUS
