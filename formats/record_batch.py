@@ -288,22 +288,29 @@ def decode_records(
     the batch is) when ``data`` does not hold exactly ``count`` well-formed records.
     """
     try:
-        return _decode_records(data, count, base_offset, base_timestamp, log_append_time)
+        records = _decode_records(data, count, base_offset, base_timestamp)
     except IndexError:
         # A field read ran off the end of the region: lengths inside a record lied.
         raise CorruptRecordError("Found invalid record structure", None) from None
+    if log_append_time is not None:
+        # LogAppendTime: every record reports the batch maxTimestamp (rare; kept out of the loop).
+        records = [_new_record(Record, (r[0], log_append_time, r[2], r[3], r[4])) for r in records]
+    return records
 
 
-def _decode_records(data, count, base_offset, base_timestamp, log_append_time):
+def _decode_records(data, count, base_offset, base_timestamp):
     """The decode loop of :func:`decode_records`, without the IndexError guard.
 
-    The varint reads are inlined for the one-byte case (values -64..63), which covers
-    almost every length, delta and key size; longer ones go through ``read_varint``.
+    The varint reads are inlined for the one- and two-byte cases (values -8192..8191),
+    which cover almost every length, delta and key size; longer ones go through
+    ``read_varint``/``read_varlong``. (Two-byte lengths matter: a 100-byte value already
+    needs two.)
     Positions in raised errors are relative to ``data``'s start plus the 61-byte header,
     i.e. relative to the batch.
     """
     out: list[Record] = []
     append = out.append
+    new, R = _new_record, Record  # locals: the loop runs once per record
     n = len(data)
     pos = 0
     for _ in range(count):
@@ -314,11 +321,15 @@ def _decode_records(data, count, base_offset, base_timestamp, log_append_time):
         if b < 0x80:
             length = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            z = (b & 0x7F) | (data[pos + 1] << 7)
+            length = (z >> 1) ^ -(z & 1)
+            pos += 2
         else:
             length, pos = read_varint(data, pos)
         start = pos
         end = pos + length
-        if length < 0 or end > n:
+        if end > n:
             raise CorruptRecordError(
                 f"Invalid record size: expected {length} bytes in record payload, but instead the buffer "
                 f"has only {n - pos} remaining bytes",
@@ -330,6 +341,10 @@ def _decode_records(data, count, base_offset, base_timestamp, log_append_time):
         if b < 0x80:
             ts_delta = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            z = (b & 0x7F) | (data[pos + 1] << 7)
+            ts_delta = (z >> 1) ^ -(z & 1)
+            pos += 2
         else:
             ts_delta, pos = read_varlong(data, pos)
         # offsetDelta
@@ -337,6 +352,10 @@ def _decode_records(data, count, base_offset, base_timestamp, log_append_time):
         if b < 0x80:
             off_delta = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            z = (b & 0x7F) | (data[pos + 1] << 7)
+            off_delta = (z >> 1) ^ -(z & 1)
+            pos += 2
         else:
             off_delta, pos = read_varint(data, pos)
         # key
@@ -344,6 +363,10 @@ def _decode_records(data, count, base_offset, base_timestamp, log_append_time):
         if b < 0x80:
             klen = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            z = (b & 0x7F) | (data[pos + 1] << 7)
+            klen = (z >> 1) ^ -(z & 1)
+            pos += 2
         else:
             klen, pos = read_varint(data, pos)
         if klen >= 0:
@@ -351,13 +374,15 @@ def _decode_records(data, count, base_offset, base_timestamp, log_append_time):
             pos += klen
         else:
             key = None
-        # value
-        if pos >= end:
-            raise CorruptRecordError("Found invalid record structure", None)
+        # value (a key length that lied is caught by the pos != end check below)
         b = data[pos]
         if b < 0x80:
             vlen = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            z = (b & 0x7F) | (data[pos + 1] << 7)
+            vlen = (z >> 1) ^ -(z & 1)
+            pos += 2
         else:
             vlen, pos = read_varint(data, pos)
         if vlen >= 0:
@@ -366,8 +391,6 @@ def _decode_records(data, count, base_offset, base_timestamp, log_append_time):
         else:
             value = None
         # headers
-        if pos >= end:
-            raise CorruptRecordError("Found invalid record structure", None)
         b = data[pos]
         if b == 0:
             headers = ()
@@ -380,18 +403,7 @@ def _decode_records(data, count, base_offset, base_timestamp, log_append_time):
                 f"read {pos - start}",
                 None,
             )
-        append(
-            _new_record(
-                Record,
-                (
-                    base_offset + off_delta,
-                    log_append_time if log_append_time is not None else base_timestamp + ts_delta,
-                    key,
-                    value,
-                    headers,
-                ),
-            )
-        )
+        append(new(R, (base_offset + off_delta, base_timestamp + ts_delta, key, value, headers)))
     if pos != n:
         raise CorruptRecordError("Incorrect declared batch size, records still remaining in file", None)
     return out
