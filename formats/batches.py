@@ -26,7 +26,7 @@ from typing import Iterator, NamedTuple
 
 from .errors import CorruptRecordError
 from .legacy import LegacyBatch
-from .record_batch import RECORD_BATCH_OVERHEAD, RecordBatch
+from .record_batch import HEADER, RECORD_BATCH_OVERHEAD, RecordBatch
 
 LOG_OVERHEAD = 12
 HEADER_SIZE_UP_TO_MAGIC = 17
@@ -67,12 +67,20 @@ class BatchIterator:
     def __iter__(self) -> Iterator[RecordBatch | LegacyBatch]:
         mv, end, base, max_size = self._mv, self._end, self._base, self._max
         pos = self._start
-        unpack = _OFFSET_SIZE.unpack_from
+        unpack_entry = _OFFSET_SIZE.unpack_from
+        unpack_header = HEADER.unpack_from
+        from_header = RecordBatch._from_header
         declared = None
-        while True:
-            if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
-                break
-            _offset, size = unpack(mv, pos)
+        # The loop is the hot path of verify and recovery (one pass per batch of a
+        # segment): a v2 batch's whole header is unpacked once, here, and handed over.
+        while end - pos > HEADER_SIZE_UP_TO_MAGIC:
+            magic = mv[pos + 16]
+            if magic == 2 and end - pos >= RECORD_BATCH_OVERHEAD:
+                header = unpack_header(mv, pos)
+                size = header[1]
+            else:
+                header = None
+                size = unpack_entry(mv, pos)[1]
             if size < RECORD_OVERHEAD_V0:
                 raise CorruptRecordError(
                     f"Found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0})", base + pos
@@ -82,11 +90,10 @@ class BatchIterator:
                     f"Record size {size + LOG_OVERHEAD} exceeds the largest allowable message size ({max_size})",
                     base + pos,
                 )
-            if pos > end - LOG_OVERHEAD - size:
+            stop = pos + LOG_OVERHEAD + size
+            if stop > end:
                 declared = LOG_OVERHEAD + size
                 break
-            magic = mv[pos + 16]
-            stop = pos + LOG_OVERHEAD + size
             if magic == 2:
                 if size < MIN_V2_SIZE:
                     raise CorruptRecordError(
@@ -94,14 +101,13 @@ class BatchIterator:
                         f"allowed overhead {RECORD_BATCH_OVERHEAD})",
                         base + pos,
                     )
-                batch = RecordBatch(mv[pos:stop], base + pos)
+                yield from_header(header, mv[pos:stop], base + pos)
             elif magic < 2:
-                batch = LegacyBatch(mv[pos:stop], base + pos)
+                yield LegacyBatch(mv[pos:stop], base + pos)
             else:
                 # mv[] gives an unsigned byte; report it as Kafka's signed int8.
                 raise CorruptRecordError(f"Invalid magic found in record: {magic - 256 if magic > 127 else magic}",
                                          base + pos)
-            yield batch
             pos = stop
             self.valid_end = base + pos
         if pos < end:

@@ -159,6 +159,29 @@ class RecordBatch:
         self.buffer = buffer
         self.position = position
 
+    @classmethod
+    def _from_header(cls, header: tuple, buffer: memoryview, position: int) -> "RecordBatch":
+        """Build from an already unpacked header (the entry iterator's fast path)."""
+        self = cls.__new__(cls)
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.records_count,
+        ) = header
+        self.buffer = buffer
+        self.position = position
+        return self
+
     # -- derived header facts -------------------------------------------------------
 
     @property
