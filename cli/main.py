@@ -1,0 +1,103 @@
+"""The ``plog`` command tree and its one error boundary.
+
+Every command module registers on :data:`app`. :func:`main` is the console-script
+entry point: it runs the Typer app and translates typed errors into one-line messages
+and exit codes (``exit_codes.ExitCode``) in this one place. Heavy modules (the engine,
+Rich, pyspark) are imported inside the commands that need them, so ``plog --help``
+starts fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from plog import __version__
+
+from .exit_codes import EPILOG, ExitCode
+
+app = typer.Typer(
+    name="plog",
+    help=(
+        "plog: an embedded Kafka-compatible log engine and an offline toolkit for Apache Kafka "
+        "log directories.\n\nExample: plog dump --print-data-log /var/lib/kafka/orders-0/00000000000000000000.log"
+    ),
+    epilog=EPILOG,
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"plog {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", envvar="PLOG_DEBUG", help="Show a traceback on errors."),
+) -> None:
+    if debug:
+        os.environ["PLOG_DEBUG"] = "1"
+
+
+# Command modules register themselves on import.
+from . import dump  # noqa: E402,F401
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the app, turn errors into exit codes."""
+    from plog.formats.errors import FormatError
+
+    from .errors import PlogCliError
+
+    try:
+        app(args=argv, prog_name="plog", standalone_mode=False)
+    except KeyboardInterrupt:
+        print("plog: interrupted", file=sys.stderr)
+        sys.exit(ExitCode.INTERRUPTED)
+    except BrokenPipeError:
+        # `plog dump ... | head`: the reader went away; that is not an error.
+        _silence_stdout()
+        sys.exit(ExitCode.OK)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        print("plog: aborted", file=sys.stderr)
+        sys.exit(ExitCode.INTERRUPTED)
+    except _click_exception() as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except (PlogCliError, FormatError, OSError) as e:
+        if os.environ.get("PLOG_DEBUG"):
+            raise
+        code = getattr(e, "exit_code", ExitCode.ERROR)
+        print(f"plog: error: {_one_line(e)}", file=sys.stderr)
+        sys.exit(code)
+
+
+def _click_exception():
+    from typer._click import exceptions  # Typer vendors Click (>= 0.26)
+
+    return exceptions.ClickException
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.filename is not None:
+        return f"{e.strerror or e}: {e.filename}"
+    return " ".join(str(e).split())
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
