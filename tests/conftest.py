@@ -16,6 +16,20 @@ sys.path.insert(0, str(TESTS))
 CORPUS = Path(os.environ.get("PLOG_CORPUS", ROOT.parent / "shared" / "corpus"))
 
 
+def corpus_files(match) -> list[Path]:
+    """Files of the real log directories in the corpus (not the vectors) whose name
+    satisfies ``match``, sorted. Empty when the corpus is missing (the ``corpus``
+    fixture turns that into a failure)."""
+    if not CORPUS.is_dir():
+        return []
+    found = []
+    for root, _dirs, files in os.walk(CORPUS):
+        if "vectors" in Path(root).relative_to(CORPUS).parts:
+            continue
+        found.extend(Path(root, f) for f in files if match(f))
+    return sorted(found)
+
+
 def pytest_report_header(config):
     return [f"plog corpus: {CORPUS} ({'present' if CORPUS.is_dir() else 'MISSING'})"]
 

@@ -18,20 +18,9 @@ from hypothesis import strategies as st
 from plog.formats import checkpoints as cp
 from plog.formats.errors import CheckpointError
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+from conftest import CORPUS, corpus_files  # noqa: E402
 # The corpus is part of the project contract: a missing one fails (the `corpus` fixture).
 needs_corpus = pytest.mark.usefixtures("corpus")
-
-
-def corpus_files(match) -> list[Path]:
-    if not CORPUS.is_dir():
-        return []
-    found = []
-    for root, _dirs, files in os.walk(CORPUS):
-        if "vectors" in Path(root).relative_to(CORPUS).parts:
-            continue
-        found.extend(Path(root, f) for f in files if match(f))
-    return sorted(found)
 
 
 def is_offset_checkpoint(name: str) -> bool:

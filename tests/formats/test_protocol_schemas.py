@@ -24,7 +24,7 @@ from plog.formats import protocol as pr
 from plog.formats import transaction_log as tl
 from plog.formats.errors import InvalidRecordError, SchemaError
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
+from conftest import CORPUS, corpus_files  # noqa: E402
 TS = 1700000000000
 
 # §21 vectors.
