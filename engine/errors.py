@@ -1,0 +1,71 @@
+"""Typed errors of the storage engine. Each message is one line naming the file and numbers.
+
+They mirror Kafka's storage exceptions by name. The CLI maps every ``EngineError`` to
+exit code 1 (``cli/main.py``); ``formats`` errors pass through unchanged.
+"""
+
+from __future__ import annotations
+
+from plog.formats.errors import CorruptIndexError  # noqa: F401  (re-exported: indexes raise it)
+
+
+class EngineError(Exception):
+    """Base class of engine errors."""
+
+
+class InvalidOffsetError(EngineError):
+    """An index append out of order, or an offset the log cannot take (``InvalidOffsetException``)."""
+
+
+class IndexFullError(EngineError):
+    """An append to an index that has no free slot."""
+
+
+class OffsetOverflowError(EngineError):
+    """An offset whose distance from the segment base does not fit in 31 bits
+    (``LogSegmentOffsetOverflowException``); the segment must be rolled or split."""
+
+    def __init__(self, message: str, segment_base: int | None = None, offset: int | None = None):
+        super().__init__(message)
+        self.segment_base = segment_base
+        self.offset = offset
+
+
+class OffsetOutOfRangeError(EngineError):
+    """A read or lookup of an offset outside [log start offset, log end offset]."""
+
+
+class RecordTooLargeError(EngineError):
+    """A batch above ``max.message.bytes`` (``RecordTooLargeException``)."""
+
+
+class RecordBatchTooLargeError(EngineError):
+    """An append larger than ``segment.bytes`` (``RecordBatchTooLargeException``)."""
+
+
+class InvalidProducerBatchError(EngineError):
+    """A producer batch that breaks the broker's validation rules (``LogValidator``)."""
+
+
+class OutOfOrderSequenceError(EngineError):
+    """An idempotent producer batch whose sequence does not follow the last one."""
+
+
+class InvalidProducerEpochError(EngineError):
+    """A batch from a fenced (older) producer epoch."""
+
+
+class LogDirLockedError(EngineError):
+    """Another process holds the ``.lock`` of a log directory."""
+
+
+class InvalidTopicError(EngineError):
+    """A topic name Kafka would reject, or a partition folder name that does not parse."""
+
+
+class LogDirError(EngineError):
+    """A log directory that cannot be used (not a directory, unreadable, inconsistent)."""
+
+
+class KafkaStorageError(EngineError):
+    """An I/O failure while writing; the log is not known to be intact past this point."""
