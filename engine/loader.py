@@ -1,0 +1,338 @@
+"""Opening a partition directory: Kafka's ``LogLoader.load`` as numbered passes.
+
+1. **Temporary files.** Delete ``*.deleted`` files. Collect ``*.cleaned`` and ``*.swap``
+   files; a ``.swap`` at or above the smallest ``.cleaned`` offset is from an interrupted
+   split and is deleted; then every ``.cleaned`` file is deleted.
+2. **Swap bounds.** Open each remaining ``.swap`` log as a segment: ``[min base, max next
+   offset)`` is the range it replaces.
+3. **Superseded segments.** Delete every non-swap file whose offset lies in that range
+   (segments that were compacted or split but not yet renamed to ``.deleted``).
+4. **Complete the swaps.** Rename every ``*.swap`` to its final name.
+5. **Open segments** in file-name order. An index without its ``.log`` is an orphan and is
+   deleted. A segment without an offset index, or with a txn index that fails its sanity
+   check, is recovered even after a clean shutdown.
+6. **Recover** (only after an unclean shutdown, i.e. no ``.kafka_cleanshutdown``): every
+   segment from the one holding the recovery point to the end. When a segment had to be
+   truncated, every later segment is deleted (its data follows a hole).
+7. **Log end offset** = the last segment's next offset. If it is below the checkpointed
+   log start offset, every segment is deleted.
+8. **Empty log**: create an empty segment at the log start offset.
+9. **Recovery point** = LEO after a clean shutdown, else ``min(checkpoint, LEO)``.
+10. **Active segment**: its indexes are resized back to ``segment.index.bytes``.
+11. **Leader epochs**: truncated to ``[log start, LEO)``; the log start offset is
+    ``max(checkpoint, first segment base)``.
+12. **Producer state**: stray snapshots removed, state rebuilt from the latest snapshot
+    by replaying batches up to the LEO.
+
+Offset overflow (KAFKA-6264, a segment whose offsets span more than 2^31) is split into
+segments that fit, through ``.cleaned`` → ``.swap`` files, and loading starts over.
+Every step is recorded in the returned ``Log.load_report``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from plog.formats.errors import CorruptIndexError, FormatError
+
+from .config import LogConfig
+from .epoch import LeaderEpochCache
+from .errors import OffsetOverflowError
+from .file_records import FileBatches
+from .log import LoadReport, Log
+from .segment import LogSegment, segment_file_prefix
+from .segments import LogSegments
+
+DELETED = ".deleted"
+CLEANED = ".cleaned"
+SWAP = ".swap"
+LOG = ".log"
+INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+SEGMENT_SUFFIXES = (LOG, *INDEX_SUFFIXES)
+MAX_SPLIT_ROUNDS = 64
+
+
+def _offset_of(name: str) -> int | None:
+    head = name.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _strip(name: str, suffix: str) -> str:
+    return name[: -len(suffix)] if name.endswith(suffix) else name
+
+
+def load_log(directory: Path, config: LogConfig, *, log_start_offset: int = 0, recovery_point: int = 0,
+             had_clean_shutdown: bool = True, writable: bool = True, time_source=None) -> Log:
+    """Open ``directory`` as Kafka's broker does at start-up; see the module docstring.
+
+    ``writable=False`` opens without changing anything on disk (no recovery, no
+    deletions, no index resizing): what the offline inspection commands need.
+    """
+    report = LoadReport(str(directory), had_clean_shutdown)
+    now = time_source or (lambda: int(time.time() * 1000))
+    for _round in range(MAX_SPLIT_ROUNDS):
+        try:
+            return _load(directory, config, log_start_offset, recovery_point, had_clean_shutdown, writable, now,
+                         report)
+        except OffsetOverflowError as e:
+            if not writable:
+                raise
+            _split_overflowed_segment(directory, config, e.segment_base, report, now)
+    raise OffsetOverflowError(f"Gave up splitting overflowed segments in {directory}")
+
+
+def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, clean, writable, now, report) -> Log:
+    from .producer_state import ProducerStateManager
+
+    if writable:
+        directory.mkdir(parents=True, exist_ok=True)
+        _complete_swaps_and_remove_temp_files(directory, config, report, now)
+    segments = LogSegments()
+    needs_recovery: set[int] = set()
+    # Pass 5: open segments; orphan indexes go.
+    names = sorted(os.listdir(directory))
+    logs = {n for n in names if n.endswith(LOG) and _offset_of(n) is not None}
+    for name in names:
+        if name.endswith(INDEX_SUFFIXES) and _offset_of(name) is not None:
+            if f"{name.rsplit('.', 1)[0]}{LOG}" not in logs and writable:
+                os.unlink(directory / name)
+                report.deleted_files.append(name)
+                report.actions.append(f"deleted orphan index {name}")
+    for name in sorted(logs):
+        base = _offset_of(name)
+        segment = LogSegment.open(directory, base, config, writable=writable, time_source=now)
+        if not segment.offset_index.path.exists():
+            needs_recovery.add(base)
+            report.actions.append(f"{name}: no offset index, will rebuild")
+        elif writable and not segment.time_index.path.exists():
+            segment.time_index.resize(0)  # Kafka: a newly created time index starts empty
+        try:
+            segment.txn_index.sanity_check()
+        except CorruptIndexError as e:
+            needs_recovery.add(base)
+            report.actions.append(f"{name}: corrupt transaction index ({e}), will rebuild")
+        segments.add(segment)
+
+    producer_state = ProducerStateManager(directory) if writable else None
+    epoch_cache = LeaderEpochCache(directory, persist=writable)
+    log = Log(directory, config, segments, log_start_offset=log_start_checkpoint, recovery_point=recovery_point_checkpoint,
+              next_offset=0, producer_state=producer_state, epoch_cache=epoch_cache, time_source=now, writable=writable,
+              load_report=report)
+
+    # Pass 6: recovery from the recovery point.
+    if writable:
+        if not clean:
+            unflushed = segments.values(recovery_point_checkpoint)
+            needs_recovery.update(s.base_offset for s in unflushed)
+        _recover_segments(log, sorted(needs_recovery), report)
+
+    # Pass 7: log end offset.
+    last = segments.last
+    log_end = last.read_next_offset() if last is not None else log_start_checkpoint
+    if last is not None and log_end < log_start_checkpoint and writable:
+        report.actions.append(f"log end offset {log_end} is below the log start offset {log_start_checkpoint}: "
+                              "deleting every segment")
+        for seg in list(segments):
+            segments.remove(seg.base_offset)
+            seg.delete_if_exists()
+        epoch_cache.clear()
+        last = None
+    # Pass 8: an empty log gets an empty segment.
+    if last is None:
+        if not writable:
+            raise FileNotFoundError(f"no segments in {directory}")
+        segments.add(LogSegment.open(directory, log_start_checkpoint, config, time_source=now))
+        log_end = log_start_checkpoint
+        report.actions.append(f"created an empty segment at {log_start_checkpoint}")
+    log.log_end_offset = log_end
+    log.high_watermark = log_end
+    # Pass 9: recovery point.
+    log.recovery_point = log_end if clean else min(recovery_point_checkpoint, log_end)
+    # Pass 10: the active segment's indexes get their preallocated size back.
+    if writable:
+        segments.last.resize_indexes(config.segment_index_bytes)
+    # Pass 11: leader epochs and the log start offset.
+    log.log_start_offset = max(log_start_checkpoint, segments.first.base_offset)
+    if writable:
+        epoch_cache.truncate_from_end(log_end)
+        epoch_cache.truncate_from_start(log.log_start_offset)
+    # Pass 12: producer state.
+    if producer_state is not None:
+        producer_state.remove_stray_snapshots(segments.base_offsets)
+        rebuild_producer_state(log, reload_from_clean_shutdown=clean)
+    report.log_start_offset = log.log_start_offset
+    report.log_end_offset = log_end
+    report.recovery_point = log.recovery_point
+    report.segments = len(segments)
+    return log
+
+
+def _recover_segments(log: Log, bases: list[int], report: LoadReport) -> None:
+    from .producer_state import ProducerStateManager
+
+    segments = log.segments
+    for base in bases:
+        segment = segments.get(base)
+        if segment is None:
+            continue
+        # A temporary producer state, rebuilt up to the segment base, feeds the txn index.
+        psm = ProducerStateManager(log.dir)
+        psm.truncate_and_reload(log.log_start_offset, base, int(time.time() * 1000))
+        _replay(log, psm, psm.map_end_offset, base)
+        result = segment.recover(psm, log.epoch_cache)
+        psm.update_map_end_offset(result.next_offset)
+        psm.take_snapshot(sync=True)
+        report.recovered_segments.append(result)
+        report.actions.append(
+            f"recovered {segment.log_path.name}: {result.batches} batches, {result.valid_bytes} valid bytes"
+            + (f", truncated {result.truncated_bytes} bytes at position {result.error_position} ({result.error})"
+               if result.truncated_bytes else ""))
+        if result.truncated_bytes > 0:
+            report.truncated_bytes += result.truncated_bytes
+            for later in [s for s in segments if s.base_offset > base]:
+                segments.remove(later.base_offset)
+                later.change_file_suffixes("", DELETED)
+                later.delete_if_exists()
+                report.deleted_files.append(later.log_path.name)
+                report.actions.append(f"deleted {later.log_path.name} after the truncation in {segment.log_path.name}")
+            break
+
+
+def _replay(log: Log, psm, from_offset: int, to_offset: int) -> None:
+    """Feed producer state every batch in ``[from_offset, to_offset)``."""
+    from .producer_state import update_producers_from_batch
+
+    if from_offset >= to_offset:
+        return
+    for segment in log.segments.values(from_offset, to_offset):
+        start = segment.translate_offset(from_offset) if from_offset > segment.base_offset else None
+        for batch in segment.batches(start.position if start else 0):
+            if batch.base_offset >= to_offset:
+                return
+            if batch.magic >= 2 and batch.last_offset >= from_offset:
+                completed = update_producers_from_batch(psm, batch)
+                if completed is not None:
+                    psm.complete_txn(completed)
+                psm.update_map_end_offset(batch.last_offset + 1)
+
+
+def rebuild_producer_state(log: Log, *, reload_from_clean_shutdown: bool) -> None:
+    """Step 12: load the latest snapshot at or below the LEO and replay up to the LEO."""
+    psm = log.producer_state
+    end = log.log_end_offset
+    if reload_from_clean_shutdown and not psm.snapshot_offsets():
+        # Kafka: after a clean shutdown without snapshots (a log written before producer
+        # state existed) there is nothing to replay; write empty snapshots at the last two
+        # segment bases and the LEO so the next load starts from them.
+        bases = log.segments.base_offsets
+        marks = sorted({*bases[-2:], end})
+        psm.truncate_fully_and_start_at(marks[0])
+        for mark in marks:
+            psm.update_map_end_offset(mark)
+            psm.take_snapshot(sync=True)
+        return
+    psm.truncate_and_reload(log.log_start_offset, end, int(time.time() * 1000))
+    _replay(log, psm, psm.map_end_offset, end)
+    psm.update_map_end_offset(end)
+
+
+def _complete_swaps_and_remove_temp_files(directory: Path, config: LogConfig, report: LoadReport, now) -> None:
+    names = os.listdir(directory)
+    # Pass 1.
+    cleaned, swaps = [], []
+    for name in names:
+        path = directory / name
+        if not path.is_file():
+            continue
+        if name.endswith(DELETED) and not name.endswith(".checkpoint" + DELETED):
+            path.unlink()
+            report.deleted_files.append(name)
+            report.actions.append(f"deleted {name}")
+        elif name.endswith(CLEANED):
+            cleaned.append(name)
+        elif name.endswith(SWAP):
+            swaps.append(name)
+    min_cleaned = min((_offset_of(n) for n in cleaned if _offset_of(n) is not None), default=None)
+    kept_swaps = []
+    for name in swaps:
+        off = _offset_of(name)
+        if min_cleaned is not None and off is not None and off >= min_cleaned:
+            (directory / name).unlink()
+            report.deleted_files.append(name)
+            report.actions.append(f"deleted {name} (an interrupted split)")
+        else:
+            kept_swaps.append(name)
+    for name in cleaned:
+        (directory / name).unlink()
+        report.deleted_files.append(name)
+        report.actions.append(f"deleted {name}")
+    # Pass 2: the offset range the swap segments replace.
+    swap_logs = [n for n in kept_swaps if _strip(n, SWAP).endswith(LOG)]
+    if swap_logs:
+        lo, hi = None, None
+        for name in swap_logs:
+            base = _offset_of(name)
+            seg = LogSegment(directory, base, file_suffix=SWAP, writable=False)
+            try:
+                nxt = _next_offset_of_file(seg.log_path, base)
+            finally:
+                seg.close_handlers()
+            lo = base if lo is None else min(lo, base)
+            hi = nxt if hi is None else max(hi, nxt)
+        # Pass 3: delete superseded non-swap files in [lo, hi).
+        for name in os.listdir(directory):
+            if name.endswith(SWAP) or not (directory / name).is_file():
+                continue
+            off = _offset_of(name)
+            if off is not None and lo <= off < hi and name.endswith((*SEGMENT_SUFFIXES, ".snapshot")):
+                (directory / name).unlink()
+                report.deleted_files.append(name)
+                report.actions.append(f"deleted {name}, replaced by a swap segment")
+    # Pass 4: complete the swaps.
+    for name in kept_swaps:
+        os.replace(directory / name, directory / _strip(name, SWAP))
+        report.actions.append(f"renamed {name} to {_strip(name, SWAP)}")
+
+
+def _next_offset_of_file(path: Path, base: int) -> int:
+    nxt = base
+    try:
+        for batch in FileBatches(path):
+            nxt = batch.next_offset
+    except FormatError:
+        pass
+    return nxt
+
+
+def _split_overflowed_segment(directory: Path, config: LogConfig, base: int | None, report: LoadReport, now) -> None:
+    """KAFKA-6264: copy the batches of the segment at ``base`` into ``.cleaned`` segments
+    whose offsets each fit 31 bits, then swap them in (``.cleaned`` → ``.swap`` →
+    final) with the original renamed to ``.deleted``."""
+    src = LogSegment(directory, base, writable=False)
+    created: list[LogSegment] = []
+    current: LogSegment | None = None
+    try:
+        for batch in FileBatches(src.log_path):
+            if current is None or batch.last_offset - current.base_offset > (1 << 31) - 1:
+                if current is not None:
+                    current.on_become_inactive_segment()
+                current = LogSegment(directory, batch.base_offset, file_suffix=CLEANED,
+                                     index_interval_bytes=config.index_interval_bytes,
+                                     max_index_size=config.segment_index_bytes)
+                created.append(current)
+            current.append(batch.last_offset, batch.max_timestamp, batch.last_offset, bytes(batch.buffer))
+    finally:
+        src.close_handlers()
+    for seg in created:
+        seg.on_become_inactive_segment()
+        seg.flush()
+    for seg in sorted(created, key=lambda s: -s.base_offset):
+        seg.change_file_suffixes(CLEANED, SWAP)
+        seg.close()
+    for suffix in SEGMENT_SUFFIXES:
+        path = directory / f"{segment_file_prefix(base)}{suffix}"
+        if path.exists():
+            os.replace(path, directory / f"{path.name}{DELETED}")
+    report.actions.append(f"split overflowed segment {segment_file_prefix(base)}.log into {len(created)} segments")

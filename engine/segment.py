@@ -1,0 +1,547 @@
+"""``LogSegment``: one ``.log`` file with its offset, time and transaction indexes.
+
+On disk, for base offset B (20-digit zero-padded name)::
+
+    B.log        the batches, back to back (formats.batches describes the framing)
+    B.index      sparse offset index: (offset - B, position) every index.interval.bytes
+    B.timeindex  sparse time index: (max timestamp so far, offset - B)
+    B.txnindex   aborted transactions whose ABORT marker is in this segment (lazy)
+
+Kafka's rules kept here (kafka-format.md §8):
+
+* **Append** (§8.1): an index entry is added for an append that starts more than
+  ``index.interval.bytes`` after the previously indexed one; the entry is (the append's
+  last offset, the append's start position); the time index gets (max timestamp so far,
+  its offset) only when that timestamp is new. The first append is never indexed.
+* **Roll** (§14): when the segment would exceed ``segment.bytes``, when it is older than
+  ``segment.ms`` minus its jitter, when an index is full, or when an offset would not fit
+  in 31 bits relative to the base.
+* **Recover** (§8.5): reset the indexes, validate each batch (size, CRC), rebuild the
+  indexes with the append rule, rebuild the transaction index and producer state,
+  truncate at the first invalid batch, report what was truncated.
+* **Truncate** (§8.6) to an offset: cut the ``.log`` at the first batch holding it.
+
+The log file is written with ``pwrite`` at the tracked end and read with ``pread``; it
+is never memory-mapped, so a file truncated by another process cannot SIGBUS us.
+Not thread-safe: a ``Log`` serialises access to its segments.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from plog.formats.errors import CorruptRecordError, FormatError, InvalidRecordError
+from plog.formats.indexes import TimestampOffset
+from plog.formats.legacy import LegacyBatch
+
+from .errors import OffsetOverflowError
+from .file_records import FileBatches
+from .index import OffsetIndex, TimeIndex, TransactionIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+INT_MAX = (1 << 31) - 1
+
+# Reading a few KiB forward from an index entry is the common case of a lookup; a small
+# first read keeps offset lookups well under a millisecond.
+LOOKUP_CHUNK = 64 * 1024
+
+
+def segment_file_prefix(base_offset: int) -> str:
+    """Kafka's 20-digit zero-padded file name prefix."""
+    return f"{base_offset:020d}"
+
+
+@dataclass(frozen=True)
+class LogOffsetPosition:
+    """Where an offset lives: the batch holding it (its last offset, position, size)."""
+
+    offset: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True)
+class TimestampAndOffset:
+    timestamp: int
+    offset: int
+    leader_epoch: int | None = None
+
+
+@dataclass(frozen=True)
+class FetchData:
+    """The bytes of a segment read: whole batches from ``position`` (``records``)."""
+
+    fetch_offset: int
+    segment_base_offset: int
+    position: int
+    records: bytes
+
+
+@dataclass
+class SegmentRecovery:
+    """What ``LogSegment.recover`` found and did."""
+
+    base_offset: int
+    valid_bytes: int = 0
+    truncated_bytes: int = 0
+    batches: int = 0
+    index_entries: int = 0
+    time_index_entries: int = 0
+    aborted_txns: int = 0
+    error: str | None = None  # why validation stopped early (None: the log ended cleanly)
+    error_position: int | None = None
+    next_offset: int | None = None
+
+
+@dataclass(frozen=True)
+class RollParams:
+    max_segment_ms: int
+    max_segment_bytes: int
+    max_timestamp_in_messages: int
+    max_offset_in_messages: int
+    messages_size: int
+    now: int
+
+
+class LogSegment:
+    """One segment; see the module docstring. ``size`` is the ``.log`` length in use."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        rolling_jitter_ms: int = 0,
+        file_suffix: str = "",
+        preallocate: bool = False,
+        init_file_size: int = 0,
+        writable: bool = True,
+        time_source=None,
+    ):
+        self.dir = Path(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.rolling_jitter_ms = rolling_jitter_ms
+        self.writable = writable
+        self._now = time_source or (lambda: int(time.time() * 1000))
+        prefix = segment_file_prefix(base_offset)
+        self.log_path = self.dir / f"{prefix}{LOG_SUFFIX}{file_suffix}"
+        self.offset_index = OffsetIndex(self.dir / f"{prefix}{INDEX_SUFFIX}{file_suffix}", base_offset, max_index_size,
+                                        writable=writable)
+        self.time_index = TimeIndex(self.dir / f"{prefix}{TIME_INDEX_SUFFIX}{file_suffix}", base_offset, max_index_size,
+                                    writable=writable)
+        self.txn_index = TransactionIndex(self.dir / f"{prefix}{TXN_INDEX_SUFFIX}{file_suffix}", base_offset)
+        existed = self.log_path.exists()
+        if writable:
+            fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        else:
+            fd = os.open(self.log_path, os.O_RDONLY)
+        self._fd = fd
+        if not existed and preallocate and init_file_size > 0:
+            os.ftruncate(fd, init_file_size)
+            self.size = 0
+        else:
+            self.size = os.fstat(fd).st_size
+        self._bytes_since_last_index_entry = 0
+        self._max_ts_so_far: TimestampOffset | None = None  # loaded lazily from the time index
+        self._rolling_based_timestamp: int | None = None
+        self._rolling_based_loaded = False
+        self.created_ms = self._now()
+
+    # -- construction helpers ---------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory, base_offset: int, config, *, file_suffix: str = "", writable: bool = True,
+             time_source=None) -> "LogSegment":
+        """Open or create the segment at ``base_offset`` with ``config`` (a LogConfig)."""
+        jitter = 0
+        if config.segment_jitter_ms > 0:
+            jitter = random.randrange(1 << 31) % min(config.segment_jitter_ms, config.segment_ms)
+        return cls(directory, base_offset, index_interval_bytes=config.index_interval_bytes,
+                   max_index_size=config.segment_index_bytes, rolling_jitter_ms=jitter, file_suffix=file_suffix,
+                   preallocate=config.preallocate, init_file_size=config.segment_bytes, writable=writable,
+                   time_source=time_source)
+
+    # -- facts -----------------------------------------------------------------------------
+
+    @property
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        if self._max_ts_so_far is None:
+            last = self.time_index.last_entry if self.time_index.exists or self.writable else TimestampOffset(-1, self.base_offset)
+            self._max_ts_so_far = last
+        return self._max_ts_so_far
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The segment's max timestamp if known (>= 0), else the ``.log`` mtime (retention)."""
+        ts = self.max_timestamp_so_far.timestamp
+        return ts if ts >= 0 else self.last_modified
+
+    @property
+    def last_modified(self) -> int:
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def set_last_modified(self, ms: int) -> None:
+        seconds = ms / 1000
+        for p in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
+            if p.exists():
+                os.utime(p, (seconds, seconds))
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT_MAX
+
+    def _ensure_offset_in_range(self, offset: int) -> None:
+        if not self.can_convert_to_relative_offset(offset):
+            raise OffsetOverflowError(
+                f"Detected offset overflow at offset {offset} in segment {self.log_path.name} "
+                f"(base offset {self.base_offset})",
+                self.base_offset,
+                offset,
+            )
+
+    # -- append -------------------------------------------------------------------------------
+
+    def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int,
+               records: bytes | bytearray | memoryview) -> None:
+        """Append whole batches (§8.1). ``records`` may hold several batches."""
+        n = len(records)
+        if n == 0:
+            return
+        physical_position = self.size
+        if physical_position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+            self._rolling_based_loaded = True
+        self._ensure_offset_in_range(largest_offset)
+        self._write_at(physical_position, records)
+        self.size = physical_position + n
+        if largest_timestamp > self.max_timestamp_so_far.timestamp:
+            self._max_ts_so_far = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, physical_position)
+            mts = self.max_timestamp_so_far
+            self.time_index.maybe_append(mts.timestamp, mts.offset)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += n
+
+    def _write_at(self, position: int, data) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fd, view, position)
+            position += written
+            view = view[written:]
+
+    def append_aborted_txn(self, aborted) -> None:
+        self.txn_index.append(aborted)
+
+    def update_txn_index(self, completed_txn, last_stable_offset: int) -> None:
+        if completed_txn.is_aborted:
+            from .producer_state import aborted_txn_for
+
+            self.txn_index.append(aborted_txn_for(completed_txn, last_stable_offset))
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def batches(self, start_position: int = 0, *, chunk_size: int = 8 << 20) -> FileBatches:
+        """Iterate the batches from a position (file positions; buffers reused per chunk)."""
+        return FileBatches(self.log_path, start_position, self.size, chunk_size=chunk_size)
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        size = max(0, min(size, self.size - position))
+        out = bytearray()
+        while len(out) < size:
+            chunk = os.pread(self._fd, size - len(out), position + len(out))
+            if not chunk:
+                break
+            out += chunk
+        return bytes(out)
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """§7.7: the first batch at or after the index position whose last offset >= offset."""
+        mapping = self.offset_index.lookup(offset)
+        start = max(mapping.position, starting_position)
+        for batch in FileBatches(self.log_path, start, self.size, chunk_size=LOOKUP_CHUNK):
+            if batch.last_offset >= offset:
+                return LogOffsetPosition(batch.last_offset, batch.position, batch.size_in_bytes)
+        return None
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_message: bool = False) -> FetchData | None:
+        """Kafka's ``LogSegment.read``: whole batches starting at the batch holding
+        ``start_offset``, at most ``max_size`` bytes (or the first batch if
+        ``min_one_message`` and it is larger), never past ``max_position``. None when the
+        offset is beyond this segment."""
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log_path}")
+        if max_position is None:
+            max_position = self.size
+        start = self.translate_offset(start_offset)
+        if start is None:
+            return None
+        adjusted = max(max_size, start.size) if min_one_message else max_size
+        if adjusted == 0:
+            return FetchData(start_offset, self.base_offset, start.position, b"")
+        fetch_size = min(max_position - start.position, adjusted)
+        data = self.read_bytes(start.position, fetch_size)
+        # Kafka hands back a slice that may end inside a batch; consumers drop the
+        # partial tail. We trim it here so callers always get whole batches.
+        return FetchData(start_offset, self.base_offset, start.position, _whole_batches(data))
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampAndOffset | None:
+        """§7.8: the first record with timestamp >= ``timestamp`` and offset >= start."""
+        if starting_offset is None:
+            starting_offset = self.base_offset
+        ts_offset = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(ts_offset.offset, starting_offset)).position
+        for batch in FileBatches(self.log_path, position, self.size, chunk_size=LOOKUP_CHUNK):
+            if batch.max_timestamp >= timestamp:
+                for record in batch.records():
+                    if record.timestamp >= timestamp and record.offset >= starting_offset:
+                        epoch = None if isinstance(batch, LegacyBatch) or batch.partition_leader_epoch < 0 \
+                            else batch.partition_leader_epoch
+                        return TimestampAndOffset(record.timestamp, record.offset, epoch)
+        return None
+
+    def read_next_offset(self) -> int:
+        """§8.7: next offset after the last batch, or the base offset when empty."""
+        start = self.translate_offset(self.offset_index.last_offset) if self.offset_index.entries else None
+        position = start.position if start is not None else 0
+        next_offset = self.base_offset
+        for batch in FileBatches(self.log_path, position, self.size):
+            next_offset = batch.next_offset
+        return next_offset
+
+    # -- recovery and truncation ---------------------------------------------------------------
+
+    def recover(self, producer_state=None, leader_epoch_cache=None) -> SegmentRecovery:
+        """§8.5. Rebuilds all three indexes from the ``.log``, truncates it after the last
+        valid batch, and returns what it did. Producer state and the leader-epoch cache,
+        when given, are updated from every valid v2 batch as Kafka's recovery does."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.txn_index.reset()
+        report = SegmentRecovery(self.base_offset)
+        valid_bytes = 0
+        last_index_entry = 0
+        max_ts = TimestampOffset(-1, self.base_offset)
+        interval = self.index_interval_bytes
+        batches = FileBatches(self.log_path, 0, self.size)
+        try:
+            for batch in batches:
+                batch.ensure_valid()
+                self._ensure_offset_in_range(batch.last_offset)
+                if batch.max_timestamp > max_ts.timestamp:
+                    max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
+                if valid_bytes - last_index_entry > interval:
+                    self.offset_index.append(batch.last_offset, valid_bytes)
+                    self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                    last_index_entry = valid_bytes
+                valid_bytes += batch.size_in_bytes
+                report.batches += 1
+                report.next_offset = batch.next_offset
+                if batch.magic >= 2:
+                    if leader_epoch_cache is not None and batch.partition_leader_epoch >= 0:
+                        latest = leader_epoch_cache.latest_epoch
+                        if latest is None or batch.partition_leader_epoch > latest:
+                            leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+                    if producer_state is not None:
+                        report.aborted_txns += self._update_producer_state(producer_state, batch)
+        except (CorruptRecordError, InvalidRecordError) as e:
+            report.error = e.reason
+            report.error_position = e.position if e.position is not None else valid_bytes
+        except FormatError as e:  # any other undecodable entry stops recovery the same way
+            report.error = e.reason
+            report.error_position = e.position if e.position is not None else valid_bytes
+        if report.error is None and batches.trailing is not None:
+            report.error = (f"partial batch at the end of the segment ({batches.trailing.length} bytes"
+                            + (f" of {batches.trailing.declared_size})" if batches.trailing.declared_size else ")"))
+            report.error_position = batches.trailing.position
+        truncated = self.size - valid_bytes
+        if truncated > 0:
+            os.ftruncate(self._fd, valid_bytes)
+            self.size = valid_bytes
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        self._max_ts_so_far = max_ts
+        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        self._rolling_based_loaded = False
+        report.valid_bytes = valid_bytes
+        report.truncated_bytes = truncated
+        report.index_entries = self.offset_index.entries
+        report.time_index_entries = self.time_index.entries
+        if report.next_offset is None:
+            report.next_offset = self.base_offset
+        return report
+
+    def _update_producer_state(self, producer_state, batch) -> int:
+        """Kafka's ``LogSegment.updateProducerState``; returns 1 if an abort was indexed."""
+        from .producer_state import update_producers_from_batch
+
+        completed = update_producers_from_batch(producer_state, batch)
+        indexed = 0
+        if completed is not None:
+            lso = producer_state.last_stable_offset(completed)
+            if completed.is_aborted:
+                self.update_txn_index(completed, lso)
+                indexed = 1
+            producer_state.complete_txn(completed)
+        producer_state.update_map_end_offset(batch.last_offset + 1)
+        return indexed
+
+    def truncate_to(self, offset: int) -> int:
+        """§8.6: remove everything at or above ``offset``; returns bytes removed."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        if mapping is None:
+            return 0
+        removed = self.size - mapping.position
+        os.ftruncate(self._fd, mapping.position)
+        self.size = mapping.position
+        if self.size == 0:
+            self._rolling_based_timestamp = None
+            self._rolling_based_loaded = True
+        self._bytes_since_last_index_entry = 0
+        # The max timestamp: the last time-index entry, then whatever follows it.
+        self._max_ts_so_far = self.time_index.last_entry
+        last_entry = self.time_index.last_entry
+        start = self.offset_index.lookup(last_entry.offset).position if self.time_index.entries else 0
+        for batch in FileBatches(self.log_path, start, self.size):
+            if batch.max_timestamp > self._max_ts_so_far.timestamp:
+                self._max_ts_so_far = TimestampOffset(batch.max_timestamp, batch.last_offset)
+        return removed
+
+    # -- roll ------------------------------------------------------------------------------------------
+
+    @property
+    def rolling_based_timestamp(self) -> int | None:
+        if not self._rolling_based_loaded:
+            self._rolling_based_loaded = True
+            self._rolling_based_timestamp = None
+            if self.size > 0:
+                for batch in FileBatches(self.log_path, 0, self.size, chunk_size=LOOKUP_CHUNK):
+                    self._rolling_based_timestamp = batch.max_timestamp
+                    break
+        return self._rolling_based_timestamp
+
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        ts = self.rolling_based_timestamp
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now - self.created_ms
+
+    def should_roll(self, params: RollParams) -> bool:
+        """§14: size, time, a full index, or an offset that no longer fits."""
+        reached_roll_ms = self.time_waited_for_roll(params.now, params.max_timestamp_in_messages) > \
+            params.max_segment_ms - self.rolling_jitter_ms
+        return (
+            self.size > params.max_segment_bytes - params.messages_size
+            or (self.size > 0 and reached_roll_ms)
+            or self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+        )
+
+    def on_become_inactive_segment(self) -> None:
+        """§8.4: final time-index entry, then trim the indexes (and a preallocated log)."""
+        mts = self.max_timestamp_so_far
+        self.time_index.maybe_append(mts.timestamp, mts.offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        if os.fstat(self._fd).st_size > self.size:
+            os.ftruncate(self._fd, self.size)
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    # -- durability and lifecycle ----------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the log and flush all indexes."""
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.txn_index.flush()
+
+    def close(self) -> None:
+        """Kafka's close: final time-index entry (if known), trim indexes, close files."""
+        if self._fd < 0:
+            return
+        if self.writable and self.max_timestamp_so_far.timestamp >= 0:
+            mts = self.max_timestamp_so_far
+            self.time_index.maybe_append(mts.timestamp, mts.offset, skip_full_check=True)
+        if self.writable:
+            self.offset_index.close()
+            self.time_index.close()
+        else:
+            self.offset_index.close_handler()
+            self.time_index.close_handler()
+        self.txn_index.close()
+        if self.writable and os.fstat(self._fd).st_size > self.size:
+            os.ftruncate(self._fd, self.size)
+        os.close(self._fd)
+        self._fd = -1
+
+    def close_handlers(self) -> None:
+        """Close files without trimming (used before deleting or renaming away)."""
+        if self._fd < 0:
+            return
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        self.txn_index.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def delete_if_exists(self) -> None:
+        self.close_handlers()
+        for path in (self.log_path,):
+            path.unlink(missing_ok=True)
+        self.offset_index.delete_if_exists()
+        self.time_index.delete_if_exists()
+        self.txn_index.delete_if_exists()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename all four files, e.g. ``""`` -> ``".deleted"`` or ``".cleaned"`` -> ``".swap"``."""
+
+        def renamed(path: Path) -> Path:
+            name = path.name
+            if old_suffix and name.endswith(old_suffix):
+                name = name[: -len(old_suffix)]
+            return path.with_name(name + new_suffix)
+
+        new_log = renamed(self.log_path)
+        os.replace(self.log_path, new_log)
+        self.log_path = new_log
+        self.offset_index.rename_to(renamed(self.offset_index.path))
+        self.time_index.rename_to(renamed(self.time_index.path))
+        self.txn_index.rename_to(renamed(self.txn_index.path))
+
+    def has_suffix(self, suffix: str) -> bool:
+        return self.log_path.name.endswith(suffix)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log_path})"
+
+
+def _whole_batches(data: bytes) -> bytes:
+    """The prefix of ``data`` made of whole entries (drops a partial tail)."""
+    from plog.formats.batches import BatchIterator
+
+    it = BatchIterator(data)
+    for _ in it:
+        pass
+    return data[: it.valid_end] if it.trailing is not None else data
+
