@@ -12,11 +12,13 @@ Two ways to run it:
     * ``sync <token>``: reap finished children, answer ``S <token>``;
     * ``quit``.
 
+    It prints ``R`` once it is ready (imports done, a throwaway log opened once).
+
 Every line a writer prints goes to fd 1 with a single ``os.write`` (atomic on a pipe):
 
 * ``P <pid>``: started (printed before the log is opened, so a kill can land in ``Log.open``);
 * ``A <last offset>``: an ``append_as_leader`` returned (with ``fsync_on_produce`` it was fsynced);
-* ``D``: ``max_appends`` done, now idling until killed;
+* ``D``: ``max_appends`` done, now idling (a minute at most) until killed;
 * ``E <message>``: the writer failed (a bug: the parent fails the trial).
 
 Record content is a pure function of the offset (:func:`record_for`), so the parent can
@@ -80,8 +82,7 @@ def run_writer(params: dict, fd: int = 1) -> None:
             raise AssertionError(f"append at LEO {base} of {count} records returned {info}")
         say(fd, f"A {info.last_offset}")
     say(fd, "D")
-    while True:  # wait to be killed
-        time.sleep(1)
+    time.sleep(60)  # wait to be killed (bounded, should the parent be gone)
 
 
 def _child(params: dict) -> None:
@@ -113,6 +114,7 @@ def warm_up() -> None:
 
 def zygote() -> None:
     warm_up()
+    say(1, "R")
     for line in sys.stdin:
         cmd, _, arg = line.strip().partition(" ")
         if cmd == "run":
