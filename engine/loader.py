@@ -173,14 +173,19 @@ def _recover_segments(log: Log, bases: list[int], report: LoadReport) -> None:
     from .producer_state import ProducerStateManager
 
     segments = log.segments
+    if not bases:
+        return
+    # One producer state for the whole pass (Kafka builds a temporary one per segment from
+    # the snapshot the previous segment left; carrying it forward gives the same state
+    # without re-listing the directory for every segment).
+    psm = ProducerStateManager(log.dir)
+    psm.truncate_and_reload(log.log_start_offset, bases[0], int(time.time() * 1000))
     for base in bases:
         segment = segments.get(base)
         if segment is None:
             continue
-        # A temporary producer state, rebuilt up to the segment base, feeds the txn index.
-        psm = ProducerStateManager(log.dir)
-        psm.truncate_and_reload(log.log_start_offset, base, int(time.time() * 1000))
-        _replay(log, psm, psm.map_end_offset, base)
+        if psm.map_end_offset < base:
+            _replay(log, psm, psm.map_end_offset, base)
         result = segment.recover(psm, log.epoch_cache)
         psm.update_map_end_offset(result.next_offset)
         psm.take_snapshot(sync=True)

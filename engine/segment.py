@@ -41,6 +41,7 @@ from plog.formats.legacy import LegacyBatch
 from .errors import OffsetOverflowError
 from .file_records import FileBatches
 from .index import OffsetIndex, TimeIndex, TransactionIndex
+from .producer_state import aborted_txn_for, update_producers_from_batch
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -244,8 +245,6 @@ class LogSegment:
 
     def update_txn_index(self, completed_txn, last_stable_offset: int) -> None:
         if completed_txn.is_aborted:
-            from .producer_state import aborted_txn_for
-
             self.txn_index.append(aborted_txn_for(completed_txn, last_stable_offset))
 
     # -- reads ----------------------------------------------------------------------------------
@@ -331,27 +330,35 @@ class LogSegment:
         report = SegmentRecovery(self.base_offset)
         valid_bytes = 0
         last_index_entry = 0
-        max_ts = TimestampOffset(-1, self.base_offset)
         interval = self.index_interval_bytes
         batches = FileBatches(self.log_path, 0, self.size)
+        base, last_allowed = self.base_offset, self.base_offset + INT_MAX
+        offset_index, time_index = self.offset_index, self.time_index
+        max_ts_value, max_ts_offset = -1, base
+        count = 0
+        next_offset = None
         try:
+            # The hot loop of recovery: one pass per batch, locals only.
             for batch in batches:
                 batch.ensure_valid()
-                self._ensure_offset_in_range(batch.last_offset)
-                if batch.max_timestamp > max_ts.timestamp:
-                    max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
+                last = batch.last_offset
+                if not base <= last <= last_allowed:
+                    self._ensure_offset_in_range(last)
+                if batch.max_timestamp > max_ts_value:
+                    max_ts_value, max_ts_offset = batch.max_timestamp, last
                 if valid_bytes - last_index_entry > interval:
-                    self.offset_index.append(batch.last_offset, valid_bytes)
-                    self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                    offset_index.append(last, valid_bytes)
+                    time_index.maybe_append(max_ts_value, max_ts_offset)
                     last_index_entry = valid_bytes
                 valid_bytes += batch.size_in_bytes
-                report.batches += 1
-                report.next_offset = batch.next_offset
+                count += 1
+                next_offset = last + 1
                 if batch.magic >= 2:
-                    if leader_epoch_cache is not None and batch.partition_leader_epoch >= 0:
+                    ple = batch.partition_leader_epoch
+                    if leader_epoch_cache is not None and ple >= 0:
                         latest = leader_epoch_cache.latest_epoch
-                        if latest is None or batch.partition_leader_epoch > latest:
-                            leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+                        if latest is None or ple > latest:
+                            leader_epoch_cache.assign(ple, batch.base_offset)
                     if producer_state is not None:
                         report.aborted_txns += self._update_producer_state(producer_state, batch)
         except (CorruptRecordError, InvalidRecordError) as e:
@@ -364,6 +371,9 @@ class LogSegment:
             report.error = (f"partial batch at the end of the segment ({batches.trailing.length} bytes"
                             + (f" of {batches.trailing.declared_size})" if batches.trailing.declared_size else ")"))
             report.error_position = batches.trailing.position
+        max_ts = TimestampOffset(max_ts_value, max_ts_offset)
+        report.batches = count
+        report.next_offset = next_offset
         truncated = self.size - valid_bytes
         if truncated > 0:
             os.ftruncate(self._fd, valid_bytes)
@@ -384,8 +394,10 @@ class LogSegment:
 
     def _update_producer_state(self, producer_state, batch) -> int:
         """Kafka's ``LogSegment.updateProducerState``; returns 1 if an abort was indexed."""
-        from .producer_state import update_producers_from_batch
-
+        if batch.producer_id < 0:
+            # No producer: only the map end offset moves (the common case, kept cheap).
+            producer_state.update_map_end_offset(batch.last_offset + 1)
+            return 0
         completed = update_producers_from_batch(producer_state, batch)
         indexed = 0
         if completed is not None:
