@@ -39,6 +39,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workloads import json_events  # noqa: E402
+
 from plog.engine.config import LogConfig
 from plog.engine.log import Log
 from plog.formats.compression import LZ4, NONE
@@ -50,17 +53,7 @@ RECORDS_PER_BATCH = 135  # ~16.3 KB uncompressed, as kafka-python's batch_size=1
 
 def workload(n: int, seed: int = 1) -> list[tuple]:
     """``n`` producer records (offset, ts, 10-byte key, 100-byte JSON-ish value)."""
-    rnd = random.Random(seed)
-    ts = 1_700_000_000_000
-    out = []
-    for i in range(n):
-        ts += rnd.randint(0, 2)
-        value = ('{"id":%d,"user":"u%05d","event":"%s","path":"/api/v1/%s","ok":%s,"ms":%d}' % (
-            i, rnd.randrange(100000), rnd.choice(["click", "view", "buy", "scroll"]),
-            rnd.choice(["items", "cart", "users", "search"]), rnd.choice(["true", "false"]), rnd.randrange(1000)
-        )).encode()
-        out.append((i, ts, b"key-%06d" % rnd.randrange(1000000), value[:100].ljust(100, b" ")))
-    return out
+    return json_events(n, seed)
 
 
 def producer_batches(count: int, codec: int, seed: int = 1) -> list[bytes]:
