@@ -307,6 +307,8 @@ def _next_offset_of_file(path: Path, base: int) -> int:
         for batch in FileBatches(path):
             nxt = batch.next_offset
     except FormatError:
+        # A damaged swap segment ends where its valid batches end; its own recovery
+        # (the segment is opened again after the rename) truncates the rest.
         pass
     return nxt
 
