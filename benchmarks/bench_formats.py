@@ -15,7 +15,6 @@ Usage: python benchmarks/bench_formats.py [--reps N] [--quick] [--json FILE]
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workloads import json_events  # noqa: E402
+from workloads import emit, json_events  # noqa: E402
 
 from plog.formats.batches import iter_batches
 from plog.formats.record_batch import RecordBatch, encode_batch
@@ -149,11 +148,7 @@ def main() -> None:
         "decode": result["figures"]["v2_decode_records_per_s"]["ratio"] >= TARGETS["decode_ratio"],
         "validate": val_p >= TARGETS["validate_gbps"],
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
+    emit(result, args.json)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ needs ~3.5 GB of free disk space under ``--dir`` (default: the system temp dir).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -40,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workloads import json_events  # noqa: E402
+from workloads import emit, json_events  # noqa: E402
 
 from plog.engine.config import LogConfig
 from plog.engine.log import Log
@@ -268,11 +267,7 @@ def main() -> None:
             "recovery": figures["recovery"]["gb_per_s"] >= TARGETS["recovery_gb_per_s"],
         },
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
+    emit(result, args.json)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""The record workload every benchmark shares (the one ../shared/docs/perf-anchors.md uses):
-10-byte keys and 100-byte JSON-ish values, timestamps rising by 0-2 ms per record."""
+"""What every benchmark shares: the record workload of ../shared/docs/perf-anchors.md
+(10-byte keys, 100-byte JSON-ish values, timestamps rising by 0-2 ms per record) and the
+JSON output."""
 
 from __future__ import annotations
 
+import json
 import random
 
 
@@ -19,3 +21,12 @@ def json_events(n: int, seed: int = 1) -> list[tuple]:
         )).encode()
         out.append((i, ts, b"key-%06d" % rnd.randrange(1000000), value[:100].ljust(100, b" ")))
     return out
+
+
+def emit(result: dict, path: str | None) -> None:
+    """Print a benchmark's JSON result, and write it to ``path`` when given."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if path:
+        with open(path, "w") as f:
+            f.write(text + "\n")

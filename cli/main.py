@@ -49,7 +49,7 @@ def root(
 
 
 # Command modules register themselves on import.
-from . import dump  # noqa: E402,F401
+from . import dump  # noqa: E402,F401  (registers `plog dump`)
 
 
 def main(argv: list[str] | None = None) -> None:

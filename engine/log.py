@@ -169,7 +169,8 @@ class Log:
             log_append_time = now
             set_max_timestamp(buf, LOG_APPEND_TIME, now)
         max_ts = log_append_time if log_append_time >= 0 else batch.max_timestamp
-        written = RecordBatch(memoryview(bytes(buf)))
+        # Re-read the header after the in-place rewrites (a view over buf, no copy).
+        written = RecordBatch(memoryview(buf))
         if pid >= 0 and self.producer_state is not None:
             # Sequence and epoch checks (OutOfOrderSequence, fencing) before anything is written.
             append_info = self.producer_state.prepare_update(pid, origin)
@@ -224,7 +225,7 @@ class Log:
                 if record.key is None:
                     raise InvalidProducerBatchError(
                         f"Compacted topic cannot accept message without key in topic partition {self.name}.")
-        return RecordBatch(memoryview(bytes(buf)))
+        return batch
 
     def append_as_follower(self, records: bytes) -> LogAppendInfo:
         """Append batches that already carry their offsets (replication, repair tools):

@@ -901,7 +901,6 @@ def _mappings_under(directory: Path) -> list[str]:
     return [line for line in Path("/proc/self/maps").read_text().splitlines() if str(directory) in line]
 
 
-@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc")
 def test_lazy_opening_no_descriptor_or_mapping_until_first_use(tmp_path):
     n = 5000
     d = tmp_path / "t-0"

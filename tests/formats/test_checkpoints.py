@@ -7,9 +7,7 @@ reproduced byte for byte), the clean-shutdown marker, and round trips.
 
 from __future__ import annotations
 
-import os
 import uuid
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +16,7 @@ from hypothesis import strategies as st
 from plog.formats import checkpoints as cp
 from plog.formats.errors import CheckpointError
 
-from conftest import CORPUS, corpus_files  # noqa: E402
+from conftest import corpus_files  # noqa: E402
 # The corpus is part of the project contract: a missing one fails (the `corpus` fixture).
 needs_corpus = pytest.mark.usefixtures("corpus")
 

@@ -12,7 +12,6 @@ import os
 import random
 import struct
 import tracemalloc
-import zlib
 
 import pytest
 

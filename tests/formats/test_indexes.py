@@ -8,7 +8,6 @@ messages, every index in the shared corpus, and hostile bytes.
 from __future__ import annotations
 
 import bisect
-import os
 import random
 import struct
 from pathlib import Path
@@ -20,7 +19,7 @@ from hypothesis import strategies as st
 from plog.formats import indexes as ix
 from plog.formats.errors import CorruptIndexError
 
-from conftest import CORPUS, corpus_files  # noqa: E402
+from conftest import corpus_files  # noqa: E402
 
 OFFSET_VECTOR = bytes.fromhex("000000050000103600000082000020d0")
 TIME_VECTOR = bytes.fromhex("0000018bcfe56800000000050000018bcfe569f400000082")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from plog.formats import producer_snapshot as ps
 from plog.formats.errors import CorruptSnapshotError
 
-from conftest import CORPUS, corpus_files  # noqa: E402
+from conftest import CORPUS  # noqa: E402
 # The corpus is part of the project contract: a missing one fails (the `corpus` fixture).
 needs_corpus = pytest.mark.usefixtures("corpus")
 

@@ -24,7 +24,7 @@ from plog.formats import protocol as pr
 from plog.formats import transaction_log as tl
 from plog.formats.errors import InvalidRecordError, SchemaError
 
-from conftest import CORPUS, corpus_files  # noqa: E402
+from conftest import CORPUS  # noqa: E402
 TS = 1700000000000
 
 # §21 vectors.

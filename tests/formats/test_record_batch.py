@@ -8,7 +8,7 @@ from crc32c import crc32c
 from kafka_vectors import TS, VEC
 from plog.formats import compression
 from plog.formats.batches import iter_batches
-from plog.formats.errors import CorruptRecordError, FormatError, InvalidRecordError
+from plog.formats.errors import CorruptRecordError, InvalidRecordError
 from plog.formats.record_batch import (
     RecordBatch,
     encode_batch,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from plog.formats import compression
 from plog.formats.batches import iter_batches
 from plog.formats.legacy import encode_legacy_batch
 from plog.formats.record_batch import encode_batch
