@@ -49,7 +49,7 @@ def root(
 
 
 # Command modules register themselves on import.
-from . import dump  # noqa: E402,F401  (registers `plog dump`)
+from . import dump, lookup, ls, verify  # noqa: E402,F401  (each registers its command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,1 @@
+"""``plog lookup`` (being written)."""

@@ -1,0 +1,1 @@
+"""``plog ls`` (being written)."""

@@ -1,0 +1,1 @@
+"""``plog verify`` (being written)."""
