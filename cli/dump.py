@@ -1,7 +1,8 @@
-"""``plog dump``: Kafka's DumpLogSegments for segment files."""
+"""``plog dump``: Kafka's DumpLogSegments for every file of a log directory."""
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 from typing import List, Optional
@@ -9,37 +10,132 @@ from typing import List, Optional
 import typer
 
 from .errors import PlogCliError
+from .exit_codes import ExitCode
 from .main import app
 
-LOG_SUFFIXES = (".log", ".checkpoint")
+_GLOB_CHARS = set("*?[")
+
+
+def expand_paths(args: list[str]) -> list[str]:
+    """Files in the order given; a directory gives every file plog can dump under it (in
+    name order, log-dir files before partition folders); an unmatched quoted glob is
+    expanded here. A path that does not exist is kept, so the dump reports it in turn."""
+    from plog.engine.dump import file_kind
+
+    out: list[str] = []
+    for arg in args:
+        if os.path.isdir(arg):
+            found = []
+            for root, dirs, files in os.walk(arg):
+                dirs.sort()
+                found.extend(os.path.join(root, f) for f in sorted(files) if file_kind(f) is not None)
+            if not found:
+                raise PlogCliError(f"{arg}: no Kafka log, index, snapshot or checkpoint files in this directory")
+            out.extend(found)
+        elif not os.path.exists(arg) and _GLOB_CHARS & set(arg):
+            matches = sorted(glob.glob(arg))
+            if not matches:
+                raise PlogCliError(f"{arg}: no file matches this pattern")
+            out.extend(expand_paths(matches))
+        else:
+            out.append(arg)
+    return out
 
 
 @app.command(
     epilog=(
-        "Example: plog dump --print-data-log /var/lib/kafka/orders-0/00000000000000000000.log\n\n"
-        "Exit status: 0 success, 1 error (unreadable file, corrupt entry header), 2 usage error."
+        "Examples:\n\n"
+        "  plog dump --print-data-log /var/lib/kafka/orders-0/00000000000000000000.log\n\n"
+        "  plog dump --files 00000000000000000000.index,00000000000000000000.timeindex --verify-index-only\n\n"
+        "  plog dump --offsets-decoder /var/lib/kafka/__consumer_offsets-7/\n\n"
+        "  plog dump --format jsonl --deep-iteration orders-0/00000000000000000000.log | jq .value\n\n"
+        "Text output is exactly Kafka's kafka-dump-log.sh output (Kafka 4.x; --kafka-version 3 "
+        "for 3.3-3.9). Beyond Kafka: directories and globs, the text checkpoint files "
+        "(recovery-point-offset-checkpoint, leader-epoch-checkpoint, partition.metadata, "
+        "meta.properties, .kafka_cleanshutdown), hex/base64/json decoders and --format jsonl.\n\n"
+        "Exit status: 0 success; 1 error (unreadable file, corrupt entry header); 2 usage error; "
+        "3 an index failed --index-sanity-check or disagrees with its log."
     )
 )
 def dump(
-    files: Optional[List[str]] = typer.Argument(None, help="Segment files to dump (.log, KRaft .checkpoint)."),
+    files: Optional[List[str]] = typer.Argument(
+        None, help="Files or directories to dump (.log, .index, .timeindex, .txnindex, .snapshot, KRaft .checkpoint, text checkpoints)."
+    ),
     files_opt: Optional[str] = typer.Option(None, "--files", help="Comma-separated list of files, as Kafka spells it."),
     print_data_log: bool = typer.Option(False, "--print-data-log", help="Print keys and payloads (implies --deep-iteration)."),
     deep_iteration: bool = typer.Option(False, "--deep-iteration", help="Print one line per record inside each batch."),
-    skip_record_metadata: bool = typer.Option(False, "--skip-record-metadata", help="Omit per-record metadata."),
-    max_bytes: int = typer.Option(2**31 - 1, "--max-bytes", min=1, help="Read at most this many bytes of each .log."),
+    skip_record_metadata: bool = typer.Option(
+        False, "--skip-record-metadata", help="Omit per-record metadata when printing records (also skips control records)."
+    ),
+    verify_index_only: bool = typer.Option(
+        False, "--verify-index-only", help="Check .index/.timeindex entries against the log without printing them."
+    ),
+    index_sanity_check: bool = typer.Option(
+        False, "--index-sanity-check", help="Run the broker's start-up index sanity check only."
+    ),
+    max_message_size: int = typer.Option(
+        5 * 1024 * 1024, "--max-message-size", min=1, help="Largest batch expected when checking .index entries."
+    ),
+    max_bytes: int = typer.Option(2**31 - 1, "--max-bytes", min=1, max=2**31 - 1, help="Read at most this many bytes of each .log."),
+    offsets_decoder: bool = typer.Option(False, "--offsets-decoder", help="Decode __consumer_offsets records (implies --print-data-log)."),
+    transaction_log_decoder: bool = typer.Option(
+        False, "--transaction-log-decoder", help="Decode __transaction_state records (implies --print-data-log)."
+    ),
+    cluster_metadata_decoder: bool = typer.Option(
+        False, "--cluster-metadata-decoder", help="Decode KRaft __cluster_metadata records and snapshots (implies --print-data-log)."
+    ),
+    key_decoder: Optional[str] = typer.Option(
+        None, "--key-decoder", "--key-decoder-class", metavar="DECODER",
+        help="Key decoder: string (default), hex, base64, json, int, long, or a Kafka decoder class name (implies --print-data-log).",
+    ),
+    value_decoder: Optional[str] = typer.Option(
+        None, "--value-decoder", "--value-decoder-class", metavar="DECODER",
+        help="Value decoder: string (default), hex, base64, json, int, long, or a Kafka decoder class name (implies --print-data-log).",
+    ),
+    output_format: str = typer.Option("text", "--format", help="text (Kafka's output) or jsonl (one JSON object per batch, record, entry)."),
+    kafka_version: int = typer.Option(4, "--kafka-version", help="Reproduce the text of Kafka 4.x (4) or 3.3-3.9 (3)."),
 ) -> None:
-    """Print the batches and records of Kafka segment files, exactly as Kafka's
-    kafka-dump-log.sh (DumpLogSegments) prints them."""
-    from plog.engine.dump import DumpOptions, dump_log
-    from plog.formats.errors import FormatError
+    """Print the contents of Kafka segment, index, snapshot and checkpoint files, exactly as
+    Kafka's kafka-dump-log.sh (DumpLogSegments) prints them."""
+    from plog.engine.dump import DumpOptions, DumpRun
+    from plog.engine.dump_decoders import DecoderError, resolve_decoder_name
+
+    if output_format not in ("text", "jsonl"):
+        raise PlogCliError(f"--format must be text or jsonl, not {output_format!r}", exit_code=ExitCode.USAGE)
+    if kafka_version not in (3, 4):
+        raise PlogCliError(f"--kafka-version must be 3 or 4, not {kafka_version}", exit_code=ExitCode.USAGE)
+    chosen = [name for name, on in (("offsets", offsets_decoder), ("transaction-log", transaction_log_decoder),
+                                    ("cluster-metadata", cluster_metadata_decoder)) if on]
+    if len(chosen) > 1:
+        raise PlogCliError("choose one of --offsets-decoder, --transaction-log-decoder, --cluster-metadata-decoder",
+                           exit_code=ExitCode.USAGE)
+    try:
+        key_name = resolve_decoder_name(key_decoder) if key_decoder is not None else None
+        value_name = resolve_decoder_name(value_decoder) if value_decoder is not None else None
+    except DecoderError as e:
+        raise PlogCliError(str(e), exit_code=ExitCode.USAGE) from None
 
     paths = list(files or [])
     if files_opt:
         paths += files_opt.split(",")
     if not paths:
-        raise PlogCliError('Missing required argument "[files]"', exit_code=2)
-    options = DumpOptions(print_data_log=print_data_log, deep_iteration=deep_iteration,
-                          skip_record_metadata=skip_record_metadata, max_bytes=max_bytes)
+        raise PlogCliError('Missing required argument "[files]"', exit_code=ExitCode.USAGE)
+    paths = expand_paths(paths)
+
+    options = DumpOptions(
+        print_data_log=print_data_log,
+        deep_iteration=deep_iteration,
+        skip_record_metadata=skip_record_metadata,
+        verify_index_only=verify_index_only,
+        index_sanity_check=index_sanity_check,
+        max_message_size=max_message_size,
+        max_bytes=max_bytes,
+        record_decoder=chosen[0] if chosen else None,
+        key_decoder=key_name,
+        value_decoder=value_name,
+        kafka_version=kafka_version,
+        format=output_format,
+    )
     write = sys.stdout.write
 
     def out(line: str) -> None:
@@ -48,16 +144,50 @@ def dump(
     def err(line: str) -> None:
         sys.stdout.flush()
         sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
-    for path in paths:
-        out(f"Dumping {path}")
-        if not path.endswith(LOG_SUFFIXES):
-            err(f"Ignoring unknown file {path}")
-            continue
-        if not os.path.isfile(path):
-            raise PlogCliError(f"no such file: {path}")
-        try:
-            dump_log(path, options, out, err)
-        except FormatError as e:
-            raise PlogCliError(f"{path}: {e}") from e
+    with _progress(paths) as progress:
+        run = DumpRun(options, out, err, progress)
+        for path in paths:
+            try:
+                run.dump(path)
+            except FileNotFoundError as e:
+                raise PlogCliError(f"{e.filename or path}: no such file") from None
+            except IsADirectoryError:
+                raise PlogCliError(f"{path}: is a directory") from None
+        run.finish()
     sys.stdout.flush()
+    if run.problems:
+        raise typer.Exit(code=ExitCode.PROBLEMS_FOUND)
+
+
+class _progress:
+    """A Rich progress bar over the bytes of the ``.log`` files, on stderr, only on a TTY."""
+
+    def __init__(self, paths: list[str]):
+        self.total = 0
+        self.bar = None
+        if not sys.stderr.isatty() or os.environ.get("PLOG_NO_PROGRESS"):
+            return
+        for p in paths:
+            if p.endswith((".log", ".checkpoint")) and os.path.isfile(p):
+                self.total += os.path.getsize(p)
+        if self.total < (64 << 20):
+            return  # small dumps finish before a bar is worth drawing
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+        self.bar = Progress(BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=Console(stderr=True),
+                            transient=True)
+
+    def __enter__(self):
+        if self.bar is None:
+            return None
+        self.bar.start()
+        task = self.bar.add_task("dump", total=self.total)
+        advance = self.bar.advance
+        return lambda n: advance(task, n)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()

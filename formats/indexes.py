@@ -432,12 +432,20 @@ def sanity_check_offset_index(length: int | None, entries_buf, base_offset: int,
     if length is None:
         length = len(entries_buf)
     entries = _entries_for_check(length, entries_buf, OFFSET_INDEX_ENTRY_SIZE, name)
-    last_offset = last_offset_entry(entries_buf, entries, base_offset).offset
-    if entries != 0 and last_offset < base_offset:
-        raise CorruptIndexError(
-            f"Corrupt index found, index file {name} has non-zero size but the last offset "
-            f"is {last_offset} which is less than the base offset {base_offset}"
-        )
+    last = bytes(memoryview(entries_buf)[(entries - 1) * OFFSET_INDEX_ENTRY_SIZE: entries * OFFSET_INDEX_ENTRY_SIZE]) if entries else None
+    sanity_check_offset_index_ends(length, last, base_offset, name)
+
+
+def sanity_check_offset_index_ends(length: int, last_entry: bytes | None, base_offset: int, name: str = "") -> None:
+    """:func:`sanity_check_offset_index` from the file length and its last whole entry
+    (None when it has none), so a caller can check a huge file by reading 8 bytes."""
+    if last_entry is not None:
+        last_offset = decode_offset_entry(last_entry, 0, base_offset).offset
+        if last_offset < base_offset:
+            raise CorruptIndexError(
+                f"Corrupt index found, index file {name} has non-zero size but the last offset "
+                f"is {last_offset} which is less than the base offset {base_offset}"
+            )
     if length % OFFSET_INDEX_ENTRY_SIZE != 0:
         raise CorruptIndexError(
             f"Index file {name} is corrupt, found {length} bytes which is neither positive "
@@ -451,9 +459,19 @@ def sanity_check_time_index(length: int | None, entries_buf, base_offset: int, n
     if length is None:
         length = len(entries_buf)
     entries = _entries_for_check(length, entries_buf, TIME_INDEX_ENTRY_SIZE, name)
-    last = last_time_entry(entries_buf, entries, base_offset)
-    if entries != 0:
-        first_timestamp = _INT64.unpack_from(entries_buf, 0)[0]
+    view = memoryview(entries_buf)
+    first = bytes(view[:TIME_INDEX_ENTRY_SIZE]) if entries else None
+    last = bytes(view[(entries - 1) * TIME_INDEX_ENTRY_SIZE: entries * TIME_INDEX_ENTRY_SIZE]) if entries else None
+    sanity_check_time_index_ends(length, first, last, base_offset, name)
+
+
+def sanity_check_time_index_ends(length: int, first_entry: bytes | None, last_entry: bytes | None,
+                                 base_offset: int, name: str = "") -> None:
+    """:func:`sanity_check_time_index` from the file length and its first and last whole
+    entries (None when it has none)."""
+    if last_entry is not None:
+        last = decode_time_entry(last_entry, 0, base_offset)
+        first_timestamp = _INT64.unpack_from(first_entry, 0)[0]
         if last.timestamp < first_timestamp:
             raise CorruptIndexError(
                 f"Corrupt time index found, time index file ({name}) has non-zero size but "

@@ -669,10 +669,18 @@ CONSUMER_PROTOCOL_SCHEMAS: tuple[Struct, ...] = (CONSUMER_PROTOCOL_SUBSCRIPTION,
 # --------------------------------------------------------------------------- DumpLogSegments JSON
 
 
-def dump_key_json(key: OffsetsKey) -> str:
-    """The key text of ``kafka-dump-log.sh --offsets-decoder`` (Kafka 3.8+ / 4.x)."""
+def dump_key_json(key: OffsetsKey, kafka_version: int = 4) -> str:
+    """The key text of ``kafka-dump-log.sh --offsets-decoder``.
+
+    ``"type"`` is the record's apiKey in Kafka 4.x (the Java tool) and the key version
+    read from the record in 3.x (the Scala tool). They differ only for offset-commit keys
+    of version 0, whose apiKey is 1.
+    """
     rt = record_type(key.version)
-    return jackson_dumps({"type": str(key.version), "data": to_kafka_json(rt.key_schema, 0, key.fields)})
+    type_text = str(key.version)
+    if kafka_version >= 4 and key.version == 0:
+        type_text = "1"  # OffsetCommitKey's apiKey; versions 0 and 1 share it
+    return jackson_dumps({"type": type_text, "data": to_kafka_json(rt.key_schema, 0, key.fields)})
 
 
 def dump_value_json(value: OffsetsValue | None) -> str:

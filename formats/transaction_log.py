@@ -224,3 +224,54 @@ def dump_value_json(value: TransactionLogValue | None) -> str:
         return "<DELETE>"
     data = to_kafka_json(TRANSACTION_LOG_VALUE, value.version, value.fields)
     return jackson_dumps({"version": str(value.version), "data": data})
+
+
+def _scala_hash_set_order(items: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Iteration order of a Scala 2.13 ``mutable.HashSet[TopicPartition]`` built by adding
+    ``items`` in order (``TopicPartition.hashCode`` = 31 * (31 + partition) + topic.hashCode).
+
+    The table starts with 16 buckets and doubles when size exceeds 0.75 of it; a bucket is
+    ``improved hash & (size - 1)`` with ``improved = h ^ (h >>> 16)``; buckets iterate in
+    index order and each bucket keeps its nodes sorted by improved hash (ties in insertion
+    order).
+    """
+    from .offsets_topic import java_string_hash
+
+    seen: dict[tuple[str, int], int] = {}
+    for tp in items:
+        if tp in seen:
+            continue
+        topic, partition = tp
+        h = (31 * (31 + partition) + java_string_hash(topic)) & 0xFFFFFFFF
+        improved = h ^ (h >> 16)
+        seen[tp] = improved - (1 << 32) if improved & 0x80000000 else improved
+    size = 16
+    while len(seen) > size * 0.75:
+        size *= 2
+    order = sorted(enumerate(seen.items()), key=lambda e: ((e[1][1] & (size - 1)), e[1][1], e[0]))
+    return [tp for _, (tp, _) in order]
+
+
+def dump_key_value_text_v3(key: bytes | None, value: bytes | None) -> tuple[str, str]:
+    """Kafka 3.x ``--transaction-log-decoder`` text (``TransactionLog.formatRecordKeyAndValue``):
+    ``transaction_metadata::transactionalId=<id>`` and
+    ``producerId:P,producerEpoch:E,state=S,partitions=[t-0,...],txnLastUpdateTimestamp=T,txnTimeoutMs=M``,
+    or ``<DELETE>``. A key of another version prints ``unknown::version=<v>`` with no payload.
+    Decoding failures raise (in Kafka they end the dump)."""
+    if key is None:
+        raise SchemaError("Failed to decode transaction log key: the record has no key")
+    version = _int16_prefix(key, "__transaction_state key")
+    if version != 0:
+        return f"unknown::version={version}", None
+    k = decode_key(key)
+    key_text = f"transaction_metadata::transactionalId={k.transactional_id}"
+    v = decode_value(value)
+    if v is None:
+        return key_text, "<DELETE>"
+    f = v.fields
+    partitions = ",".join(f"{t}-{p}" for t, p in _scala_hash_set_order(v.topic_partitions))
+    return key_text, (
+        f"producerId:{f['producerId']},producerEpoch:{f['producerEpoch']},state={v.state},"
+        f"partitions=[{partitions}],txnLastUpdateTimestamp={f['transactionLastUpdateTimestampMs']},"
+        f"txnTimeoutMs={f['transactionTimeoutMs']}"
+    )

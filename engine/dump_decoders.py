@@ -1,0 +1,232 @@
+"""Record key/value decoders for ``plog dump`` (DumpLogSegments' ``MessageParser``\\ s).
+
+A decoder turns one record into ``(key_text, value_text)``, either ``None`` when that
+part is not printed. The text is exactly what Kafka's DumpLogSegments prints after
+``key: `` / ``payload: ``; :meth:`Decoder.decode_json` gives the same result as JSON
+values for ``--format jsonl`` (nested objects for the internal-topic decoders).
+
+* ``string`` (Kafka's default ``StringDecoder``): ``new String(bytes, UTF_8)``, so
+  malformed UTF-8 becomes U+FFFD.
+* ``int`` / ``long`` (``IntegerDecoder`` / ``LongDecoder``): a big-endian int32 / int64
+  read from the first 4 / 8 bytes.
+* ``hex``, ``base64``, ``json``: plog's own (binary-safe or pretty views; not Kafka's).
+* ``offsets``, ``transaction-log``, ``cluster-metadata``: Kafka's internal-topic decoders
+  (``--offsets-decoder`` and friends). Their text depends on the Kafka version whose
+  output is reproduced (``kafka_version`` 4 or 3, kafka-format.md §19.7).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from typing import Any, Callable
+
+from plog.formats.errors import FormatError
+
+#: Kafka's decoder class names, accepted by ``--key-decoder-class``/``--value-decoder-class``.
+KAFKA_DECODER_CLASSES = {
+    "org.apache.kafka.tools.api.StringDecoder": "string",
+    "kafka.serializer.StringDecoder": "string",
+    "org.apache.kafka.tools.api.IntegerDecoder": "int",
+    "org.apache.kafka.tools.api.LongDecoder": "long",
+}
+BYTES_DECODERS = ("string", "hex", "base64", "json", "int", "long")
+RECORD_DECODERS = ("offsets", "transaction-log", "cluster-metadata")
+
+
+class DecoderError(ValueError):
+    """An unknown decoder name."""
+
+
+def _java_int(raw: bytes, size: int, what: str) -> int:
+    if len(raw) < size:
+        # ByteBuffer.getInt/getLong on a short buffer throws BufferUnderflowException,
+        # whose message is null.
+        raise FormatError(f"{what}: {len(raw)} bytes, need {size}")
+    return struct.unpack_from(">i" if size == 4 else ">q", raw)[0]
+
+
+def _json_text(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace")
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+    except ValueError:
+        return text  # not JSON: shown as the string decoder would
+
+
+BYTES_TEXT: dict[str, Callable[[bytes], str]] = {
+    "string": lambda raw: raw.decode("utf-8", "replace"),
+    "hex": lambda raw: raw.hex(),
+    "base64": lambda raw: base64.b64encode(raw).decode("ascii"),
+    "json": _json_text,
+    "int": lambda raw: str(_java_int(raw, 4, "int decoder")),
+    "long": lambda raw: str(_java_int(raw, 8, "long decoder")),
+}
+
+
+def _bytes_json(name: str, raw: bytes) -> Any:
+    if name == "json":
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except ValueError:
+            return raw.decode("utf-8", "replace")
+    if name in ("int", "long"):
+        return _java_int(raw, 4 if name == "int" else 8, f"{name} decoder")
+    return BYTES_TEXT[name](raw)
+
+
+def resolve_decoder_name(name: str) -> str:
+    name = KAFKA_DECODER_CLASSES.get(name, name)
+    if name not in BYTES_DECODERS:
+        raise DecoderError(
+            f"unknown decoder {name!r}: choose one of {', '.join(BYTES_DECODERS)} "
+            f"or a Kafka class ({', '.join(KAFKA_DECODER_CLASSES)})"
+        )
+    return name
+
+
+class Decoder:
+    """Base: the default string/bytes decoders for keys and values."""
+
+    def __init__(self, key: str = "string", value: str = "string"):
+        self.key_name = resolve_decoder_name(key)
+        self.value_name = resolve_decoder_name(value)
+        self._key = BYTES_TEXT[self.key_name]
+        self._value = BYTES_TEXT[self.value_name]
+
+    def decode(self, record) -> tuple[str | None, str | None]:
+        key = record.key
+        value = record.value
+        return (None if key is None else self._key(key), None if value is None else self._value(value))
+
+    def decode_json(self, record) -> tuple[Any, Any]:
+        key, value = record.key, record.value
+        return (
+            None if key is None else _bytes_json(self.key_name, key),
+            None if value is None else _bytes_json(self.value_name, value),
+        )
+
+    @property
+    def is_default(self) -> bool:
+        return self.key_name == "string" and self.value_name == "string"
+
+
+class OffsetsDecoder(Decoder):
+    """``--offsets-decoder`` (``__consumer_offsets``), Kafka's ``OffsetsMessageParser``."""
+
+    def __init__(self, kafka_version: int = 4):
+        super().__init__()
+        self.kafka_version = kafka_version
+
+    def decode(self, record) -> tuple[str | None, str | None]:
+        from plog.formats import offsets_topic
+        from plog.formats.protocol import UnknownRecordTypeError
+
+        if record.key is None:
+            # Kafka throws here, which ends the whole dump (exit 1).
+            what = "the specified decoder" if self.kafka_version >= 4 else "offset topic decoder"
+            raise FormatError(f"Failed to decode message at offset {record.offset} using {what} (message had a missing key)")
+        try:
+            key = offsets_topic.decode_key(bytes(record.key))
+            value = offsets_topic.decode_value(key, None if record.value is None else bytes(record.value))
+            return offsets_topic.dump_key_json(key, kafka_version=self.kafka_version), offsets_topic.dump_value_json(value)
+        except UnknownRecordTypeError as e:
+            return f"Unknown record type {e.record_type} at offset {record.offset}, skipping.", None
+        except FormatError as e:
+            return f"Error at offset {record.offset}, skipping. {e.reason}", None
+
+    def decode_json(self, record) -> tuple[Any, Any]:
+        return _parsed(self.decode(record))
+
+
+class TransactionLogDecoder(Decoder):
+    """``--transaction-log-decoder`` (``__transaction_state``)."""
+
+    def __init__(self, kafka_version: int = 4):
+        super().__init__()
+        self.kafka_version = kafka_version
+
+    def decode(self, record) -> tuple[str | None, str | None]:
+        from plog.formats import transaction_log
+        from plog.formats.protocol import UnknownRecordTypeError
+
+        if self.kafka_version < 4:
+            # Kafka 3.x: TransactionLog.formatRecordKeyAndValue; its exceptions end the dump.
+            return transaction_log.dump_key_value_text_v3(
+                None if record.key is None else bytes(record.key),
+                None if record.value is None else bytes(record.value),
+            )
+        if record.key is None:
+            raise FormatError(
+                f"Failed to decode message at offset {record.offset} using the specified decoder (message had a missing key)"
+            )
+        try:
+            key = transaction_log.decode_key(bytes(record.key))
+            value = transaction_log.decode_value(None if record.value is None else bytes(record.value))
+            return transaction_log.dump_key_json(key), transaction_log.dump_value_json(value)
+        except UnknownRecordTypeError as e:
+            return f"Unknown record type {e.record_type} at offset {record.offset}, skipping.", None
+        except FormatError as e:
+            return f"Error at offset {record.offset}, skipping. {e.reason}", None
+
+    def decode_json(self, record) -> tuple[Any, Any]:
+        return _parsed(self.decode(record))
+
+
+class ClusterMetadataDecoder(Decoder):
+    """``--cluster-metadata-decoder`` (``__cluster_metadata`` and KRaft snapshots): no key."""
+
+    def __init__(self, kafka_version: int = 4):
+        super().__init__()
+        self.kafka_version = kafka_version
+
+    def decode(self, record) -> tuple[str | None, str | None]:
+        from plog.formats import cluster_metadata
+
+        value = None if record.value is None else bytes(record.value)
+        return None, cluster_metadata.dump_metadata_payload(value, record.offset, kafka_version=self.kafka_version)
+
+    def decode_json(self, record) -> tuple[Any, Any]:
+        return _parsed(self.decode(record))
+
+
+def _parsed(pair: tuple[str | None, str | None]) -> tuple[Any, Any]:
+    """Kafka's JSON text as nested JSON values; non-JSON text (``<DELETE>``, error
+    messages, the 3.x transaction-log text) stays a string."""
+    out = []
+    for text in pair:
+        if text is None or not text.startswith("{"):
+            out.append(text)
+            continue
+        try:
+            out.append(json.loads(text))
+        except ValueError:
+            out.append(text)
+    return out[0], out[1]
+
+
+def make_decoder(record_decoder: str | None, key: str = "string", value: str = "string", kafka_version: int = 4) -> Decoder:
+    if record_decoder is None:
+        return Decoder(key, value)
+    if record_decoder == "offsets":
+        return OffsetsDecoder(kafka_version)
+    if record_decoder == "transaction-log":
+        return TransactionLogDecoder(kafka_version)
+    if record_decoder == "cluster-metadata":
+        return ClusterMetadataDecoder(kafka_version)
+    raise DecoderError(f"unknown record decoder {record_decoder!r}: choose one of {', '.join(RECORD_DECODERS)}")
+
+
+__all__ = [
+    "BYTES_DECODERS",
+    "ClusterMetadataDecoder",
+    "Decoder",
+    "DecoderError",
+    "KAFKA_DECODER_CLASSES",
+    "OffsetsDecoder",
+    "RECORD_DECODERS",
+    "TransactionLogDecoder",
+    "make_decoder",
+    "resolve_decoder_name",
+]
