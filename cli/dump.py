@@ -54,7 +54,7 @@ def expand_paths(args: list[str]) -> list[str]:
         "(recovery-point-offset-checkpoint, leader-epoch-checkpoint, partition.metadata, "
         "meta.properties, .kafka_cleanshutdown), hex/base64/json decoders and --format jsonl.\n\n"
         "Exit status: 0 success; 1 error (unreadable file, corrupt entry header); 2 usage error; "
-        "3 an index failed --index-sanity-check or disagrees with its log."
+        "3 with --verify-index-only or --index-sanity-check: an index disagrees with its log or fails the check."
     )
 )
 def dump(
@@ -157,7 +157,7 @@ def dump(
                 raise PlogCliError(f"{path}: is a directory") from None
         run.finish()
     sys.stdout.flush()
-    if run.problems:
+    if run.problems and (verify_index_only or index_sanity_check):
         raise typer.Exit(code=ExitCode.PROBLEMS_FOUND)
 
 

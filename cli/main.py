@@ -54,12 +54,16 @@ from . import dump, lookup, ls, verify  # noqa: E402,F401  (each registers its c
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, turn errors into exit codes."""
+    from plog.engine.errors import EngineError
     from plog.formats.errors import FormatError
 
     from .errors import PlogCliError
 
     try:
-        app(args=argv, prog_name="plog", standalone_mode=False)
+        # Without standalone mode Click returns (not raises) the code of a typer.Exit.
+        code = app(args=argv, prog_name="plog", standalone_mode=False)
+        if isinstance(code, int) and code != 0:
+            sys.exit(code)
     except KeyboardInterrupt:
         print("plog: interrupted", file=sys.stderr)
         sys.exit(ExitCode.INTERRUPTED)
@@ -75,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     except _click_exception() as e:
         e.show()
         sys.exit(e.exit_code)
-    except (PlogCliError, FormatError, OSError) as e:
+    except (PlogCliError, FormatError, EngineError, OSError) as e:
         if os.environ.get("PLOG_DEBUG"):
             raise
         code = getattr(e, "exit_code", ExitCode.ERROR)
