@@ -1,0 +1,145 @@
+"""``plog dump --format jsonl`` carries every field the text dump shows, plus header values.
+
+For every corpus file the text and the JSON lines of the same dump are compared field by
+field: each ``name: value`` pair of a text line must equal the matching JSON field.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+from conftest import corpus_files
+from plog.cli.main import main
+
+FILES = corpus_files(lambda f: f.endswith((".log", ".index", ".timeindex", ".snapshot", ".checkpoint", ".txnindex")))
+SMALL = [p for p in FILES if p.stat().st_size <= (1 << 20)]
+PAIR = re.compile(r"(\w+): (\[[^\]]*\]|\S+)")
+TEXT_TO_JSON = {"isvalid": "isValid", "compresscodec": "compresscodec", "size": "size"}
+
+
+def run(*args: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main(["dump", *args])
+        except SystemExit as e:
+            code = e.code or 0
+    return code, out.getvalue()
+
+
+def _value(text: str):
+    if text in ("true", "false"):
+        return text == "true"
+    if text == "OptionalLong.empty":
+        return None
+    m = re.fullmatch(r"OptionalLong\[(-?\d+)\]", text)
+    if m:
+        return int(m.group(1))
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if text.startswith("["):
+        return [k for k in text[1:-1].split(",") if k]
+    return text
+
+
+CONTROL = re.compile(r" (endTxnMarker: (\w+) coordinatorEpoch: (-?\d+)|(LeaderChange:|SnapshotHeader|SnapshotFooter|KRaftVersion|KRaftVoters) (\{.*\})|controlType: (\w+)\((\d+)\))$")
+
+
+def _text_fields(line: str) -> dict:
+    fields = {}
+    control = CONTROL.search(line) if line.startswith("| ") else None
+    if control:
+        line = line[: control.start()]
+        if control.group(2):
+            fields["control"] = {"controlType": control.group(2), "coordinatorEpoch": int(control.group(3))}
+        elif control.group(4):
+            fields["control"] = {"value": json.loads(control.group(5))}
+        else:
+            fields["control"] = {"controlType": control.group(6), "typeId": int(control.group(7))}
+    for name, value in PAIR.findall(line.split(" key: ")[0].split(" payload: ")[0]):
+        if name in ("CreateTime", "LogAppendTime", "NoTimestampType"):
+            fields["timestampType"] = name
+            name = "timestamp"
+        fields[TEXT_TO_JSON.get(name, name)] = _value(value)
+    return fields
+
+
+def _decode(value):
+    if value is None or isinstance(value, str):
+        return value
+    return base64.b64decode(value["base64"]).decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("path", SMALL, ids=lambda p: str(p.relative_to(p.parents[2])))
+def test_jsonl_carries_every_text_field(corpus, path):
+    opts = ["--deep-iteration"] if path.suffix in (".log", ".checkpoint") else []
+    code_t, text = run(*opts, str(path))
+    code_j, jsonl = run(*opts, "--format", "jsonl", str(path))
+    assert code_t == code_j
+    objects = [json.loads(line) for line in jsonl.split("\n")[:-1]]
+    lines = text.split("\n")[:-1]
+    assert lines[0] == f"Dumping {path}"
+    body = [line for line in lines[1:] if not line.startswith(("Log starting offset", "Snapshot end offset", "KRaft bootstrap"))]
+    # The end-of-run reports are stderr lines in text and objects in jsonl.
+    reports = ("non-consecutive-offsets", "index-mismatch", "timeindex-mismatch", "timeindex-out-of-order",
+               "timeindex-offset-not-found")
+    records = [o for o in objects if o["type"] not in ("file",) + reports]
+    assert len(body) == len(records), (body[:3], records[:3])
+    for line, obj in zip(body, records):
+        fields = _text_fields(line)
+        if "timestamp" in fields and obj["type"] == "batch":
+            fields["maxTimestamp"] = fields.pop("timestamp")
+        for name, value in fields.items():
+            if obj["type"] == "producer-state" and name == "currentTxnFirstOffset":
+                assert obj[name] == value
+                continue
+            assert name in obj, (name, line, obj)
+            if name == "control":
+                got = dict(obj["control"], **obj["control"].get("value", {}))
+                for k, v in value.items():
+                    assert got.get(k) == v or (k == "value" and obj["control"]["value"] == v), (line, obj)
+                continue
+            assert obj[name] == value, (name, line, obj)
+        if obj["type"] == "record" and "headers" in obj:
+            assert [h["key"] for h in obj["headers"]] == obj["headerKeys"]
+
+
+@pytest.mark.parametrize("path", [p for p in SMALL if p.suffix == ".log"][:25], ids=lambda p: str(p.relative_to(p.parents[2])))
+def test_jsonl_keys_and_values_equal_the_printed_data(corpus, path):
+    _, text = run("--print-data-log", str(path))
+    _, jsonl = run("--print-data-log", "--format", "jsonl", str(path))
+    records = [o for o in map(json.loads, jsonl.split("\n")[:-1]) if o["type"] == "record" and "control" not in o]
+    for obj in records:
+        key, value = _decode(obj["key"]), _decode(obj["value"])
+        if (key and "\n" in key) or (value and "\n" in value):
+            continue
+        line = f"| offset: {obj['offset']} "
+        start = text.index(line)
+        printed = text[start : text.index("\n", start)]
+        assert printed.endswith((f" payload: {value}" if value is not None else ""))
+        if key is not None:
+            assert f" key: {key}" in printed
+
+
+def test_jsonl_is_binary_safe(tmp_path):
+    from plog.engine.log import Log
+    from plog.engine.config import LogConfig
+
+    from plog.formats.record_batch import encode_batch
+    from plog.formats.records import Record
+
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    log.append_as_leader(encode_batch([Record(0, 1700000000000, b"\xff\xfe", b"\x00\x80", (("h", b"\xc3"), ("ok", None)))]))
+    log.close()
+    _, jsonl = run("--print-data-log", "--format", "jsonl", str(tmp_path / "t-0" / "00000000000000000000.log"))
+    record = [o for o in map(json.loads, jsonl.split("\n")[:-1]) if o["type"] == "record"][0]
+    assert record["key"] == {"base64": base64.b64encode(b"\xff\xfe").decode()}
+    assert record["value"] == {"base64": base64.b64encode(b"\x00\x80").decode()}
+    assert record["headers"] == [{"key": "h", "value": {"base64": "ww=="}}, {"key": "ok", "value": None}]
