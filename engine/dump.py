@@ -16,7 +16,8 @@ Java tool of Kafka 4.x (the default), 3 the Scala tool of Kafka 3.3-3.9 (§19.3-
 record, index entry and report, with every field the text shows plus header values, all
 binary-safe (``engine/binary_json.py``).
 
-The engine never prints: ``out`` and ``err`` receive whole lines without the newline.
+The engine never prints: ``out`` and ``err`` receive one or more whole lines (joined by
+``\n``) without the final newline.
 ``.log`` files are streamed in bounded chunks (``FileBatches``), index files are read in
 bounded chunks too, so memory stays flat whatever the file sizes.
 """
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from plog.formats.errors import CorruptIndexError, CorruptSnapshotError, FormatError
+from plog.formats.java_utf8 import java_utf8_decode as _jstr
 from plog.formats.legacy import LegacyBatch
 from plog.formats.records import TIMESTAMP_TYPE_NAMES
 
@@ -129,18 +131,27 @@ def _utf16_units(text: str):
     return struct.unpack(f">{len(data) // 2}H", data)
 
 
-def java_hash_map_order(keys: list[str]) -> list[str]:
-    """Iteration order of a ``java.util.HashMap<String, …>`` filled with ``keys`` in order
-    (default capacity 16, load factor 0.75, bucket = spread hash & (n - 1), collisions in
-    insertion order). Scala's ``mutable.HashMap`` spreads and sizes its table the same way."""
+def java_hash_map_order(keys: list[str], compute_if_absent: bool = False) -> list[str]:
+    """Iteration order of a string-keyed hash map filled with ``keys`` in order.
+
+    Java's ``HashMap`` and Scala's ``mutable.HashMap`` both start at 16 buckets, double
+    past a 0.75 load factor and pick the bucket ``(h ^ (h >>> 16)) & (n - 1)`` from
+    ``String.hashCode``; iteration goes bucket by bucket, and a resize keeps the order
+    inside a bucket. Within a bucket, ``put`` appends, but Java's ``computeIfAbsent``
+    (which Kafka 4.x's tool uses) links the new node at the head, so collisions come out
+    in reverse insertion order.
+    """
     unique = list(dict.fromkeys(keys))
     size = 16
     while len(unique) > size * 0.75:
         size *= 2
+
     def bucket(key: str) -> int:
         h = _java_string_hash(key)
         return (h ^ (h >> 16)) & (size - 1)
-    return [k for _, k in sorted(enumerate(unique), key=lambda e: (bucket(e[1]), e[0]))]
+
+    sign = -1 if compute_if_absent else 1
+    return [k for _, k in sorted(enumerate(unique), key=lambda e: (bucket(e[1]), sign * e[0]))]
 
 
 def _tt(timestamp_type: int) -> str:
@@ -156,7 +167,7 @@ def _java_text(text: str) -> str:
     decoded with surrogateescape by the formats layer; Java shows U+FFFD instead."""
     if text.isascii():
         return text
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return _jstr(text.encode("utf-8", "surrogateescape"))
 
 
 def log_header(path: str) -> tuple[str, dict]:
@@ -236,6 +247,31 @@ class TextRenderer:
         tt = _tt(batch.timestamp_type)
         v3 = self.v3
         print_contents = decoder is not None and not control
+        if not skip and not legacy and not control and (decoder is None or decoder.is_default):
+            # The common case (a v2 data batch, metadata shown, UTF-8 text), in one
+            # expression per record and one write per batch: this loop is the hot path.
+            lines = []
+            append = lines.append
+            for r, seq in zip(records, sequences):
+                key, value, headers = r.key, r.value, r.headers
+                if headers:
+                    hk = ",".join(_java_text(k) for k, _ in headers)
+                else:
+                    hk = ""
+                if decoder is None:
+                    data = ""
+                elif key is None:
+                    data = "" if value is None else " payload: " + _jstr(value)
+                else:
+                    data = " key: " + _jstr(key) + (
+                        "" if value is None else " payload: " + _jstr(value))
+                append(
+                    f"| offset: {r.offset} {tt}: {r.timestamp} keySize: {-1 if key is None else len(key)} "
+                    f"valueSize: {-1 if value is None else len(value)} sequence: {seq} headerKeys: [{hk}]{data}"
+                )
+            if lines:
+                out("\n".join(lines))
+            return
         for record, sequence in zip(records, sequences):
             parts = []
             if not skip:
@@ -740,15 +776,20 @@ class DumpRun:
         """Print the end-of-run reports, in the order Kafka's maps iterate."""
         r = self.renderer
         reports = self.reports
-        for path in java_hash_map_order(list(reports.index_mismatches)):
+        java = self.options.kafka_version >= 4
+
+        def order(m: dict) -> list[str]:
+            return java_hash_map_order(list(m), compute_if_absent=java)
+
+        for path in order(reports.index_mismatches):
             r.index_mismatches(path, reports.index_mismatches[path])
-        for path in java_hash_map_order(list(reports.time_mismatch)):
+        for path in order(reports.time_mismatch):
             r.time_mismatches(path, reports.time_mismatch[path])
-        for path in java_hash_map_order(list(reports.time_out_of_order)):
+        for path in order(reports.time_out_of_order):
             r.time_out_of_order(path, reports.time_out_of_order[path])
-        for path in java_hash_map_order(list(reports.time_not_found)):
+        for path in order(reports.time_not_found):
             r.time_not_found(path, reports.time_not_found[path])
-        for path in java_hash_map_order(list(reports.non_consecutive)):
+        for path in order(reports.non_consecutive):
             r.non_consecutive(path, reports.non_consecutive[path])
 
 

@@ -23,6 +23,7 @@ import struct
 from typing import Any, Callable
 
 from plog.formats.errors import FormatError
+from plog.formats.java_utf8 import java_utf8_decode
 
 #: Kafka's decoder class names, accepted by ``--key-decoder-class``/``--value-decoder-class``.
 KAFKA_DECODER_CLASSES = {
@@ -48,7 +49,7 @@ def _java_int(raw: bytes, size: int, what: str) -> int:
 
 
 def _json_text(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace")
+    text = java_utf8_decode(raw)
     try:
         return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
     except ValueError:
@@ -56,7 +57,7 @@ def _json_text(raw: bytes) -> str:
 
 
 BYTES_TEXT: dict[str, Callable[[bytes], str]] = {
-    "string": lambda raw: raw.decode("utf-8", "replace"),
+    "string": java_utf8_decode,
     "hex": lambda raw: raw.hex(),
     "base64": lambda raw: base64.b64encode(raw).decode("ascii"),
     "json": _json_text,
@@ -70,7 +71,7 @@ def _bytes_json(name: str, raw: bytes) -> Any:
         try:
             return json.loads(raw.decode("utf-8"))
         except ValueError:
-            return raw.decode("utf-8", "replace")
+            return java_utf8_decode(raw)
     if name in ("int", "long"):
         return _java_int(raw, 4 if name == "int" else 8, f"{name} decoder")
     return BYTES_TEXT[name](raw)
@@ -112,7 +113,15 @@ class Decoder:
         return self.key_name == "string" and self.value_name == "string"
 
 
-class OffsetsDecoder(Decoder):
+class _RecordDecoder(Decoder):
+    """Decoders that read whole records with a schema (never the plain string view)."""
+
+    @property
+    def is_default(self) -> bool:
+        return False
+
+
+class OffsetsDecoder(_RecordDecoder):
     """``--offsets-decoder`` (``__consumer_offsets``), Kafka's ``OffsetsMessageParser``."""
 
     def __init__(self, kafka_version: int = 4):
@@ -140,7 +149,7 @@ class OffsetsDecoder(Decoder):
         return _parsed(self.decode(record))
 
 
-class TransactionLogDecoder(Decoder):
+class TransactionLogDecoder(_RecordDecoder):
     """``--transaction-log-decoder`` (``__transaction_state``)."""
 
     def __init__(self, kafka_version: int = 4):
@@ -174,7 +183,7 @@ class TransactionLogDecoder(Decoder):
         return _parsed(self.decode(record))
 
 
-class ClusterMetadataDecoder(Decoder):
+class ClusterMetadataDecoder(_RecordDecoder):
     """``--cluster-metadata-decoder`` (``__cluster_metadata`` and KRaft snapshots): no key."""
 
     def __init__(self, kafka_version: int = 4):

@@ -432,7 +432,8 @@ def sanity_check_offset_index(length: int | None, entries_buf, base_offset: int,
     if length is None:
         length = len(entries_buf)
     entries = _entries_for_check(length, entries_buf, OFFSET_INDEX_ENTRY_SIZE, name)
-    last = bytes(memoryview(entries_buf)[(entries - 1) * OFFSET_INDEX_ENTRY_SIZE: entries * OFFSET_INDEX_ENTRY_SIZE]) if entries else None
+    # Slices, not a memoryview: a lingering export would keep an mmap from closing.
+    last = bytes(entries_buf[(entries - 1) * OFFSET_INDEX_ENTRY_SIZE: entries * OFFSET_INDEX_ENTRY_SIZE]) if entries else None
     sanity_check_offset_index_ends(length, last, base_offset, name)
 
 
@@ -459,9 +460,8 @@ def sanity_check_time_index(length: int | None, entries_buf, base_offset: int, n
     if length is None:
         length = len(entries_buf)
     entries = _entries_for_check(length, entries_buf, TIME_INDEX_ENTRY_SIZE, name)
-    view = memoryview(entries_buf)
-    first = bytes(view[:TIME_INDEX_ENTRY_SIZE]) if entries else None
-    last = bytes(view[(entries - 1) * TIME_INDEX_ENTRY_SIZE: entries * TIME_INDEX_ENTRY_SIZE]) if entries else None
+    first = bytes(entries_buf[:TIME_INDEX_ENTRY_SIZE]) if entries else None
+    last = bytes(entries_buf[(entries - 1) * TIME_INDEX_ENTRY_SIZE: entries * TIME_INDEX_ENTRY_SIZE]) if entries else None
     sanity_check_time_index_ends(length, first, last, base_offset, name)
 
 
