@@ -1,1 +1,137 @@
-"""``plog verify`` (being written)."""
+"""``plog verify``: check segments, partitions, log directories and data directories like a linter."""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import sys
+import time
+from typing import List, Optional
+
+import typer
+
+from .errors import PlogCliError
+from .exit_codes import ExitCode
+from .main import app
+
+
+class VerifyFormat(str, enum.Enum):
+    text = "text"
+    jsonl = "jsonl"
+
+
+@app.command(
+    epilog=(
+        "Example: plog verify --jobs 4 /var/lib/kafka/data\n\n"
+        "Text output is one line per finding, path:position: severity[check]: message (position is a byte "
+        "position in that file); jsonl is one object per finding with severity, check, path, position, offset "
+        "and message. A summary goes to stderr. Warnings are conditions a broker handles by itself (a missing "
+        "index, an untrimmed preallocated index, no clean-shutdown marker, ...).\n\n"
+        "Exit status: 0 no problems (warnings allowed unless --strict), 1 error (cannot run: bad path, I/O "
+        "error), 2 usage error, 3 problems found."
+    )
+)
+def verify(
+    paths: List[str] = typer.Argument(..., metavar="PATH...",
+                                      help="Segment files, partition folders, log directories or data directories."),
+    fmt: VerifyFormat = typer.Option(VerifyFormat.text, "--format", "-f", case_sensitive=False,
+                                     help="text (path:position: severity[check]: message) or jsonl."),
+    strict: bool = typer.Option(False, "--strict", help="Count warnings as problems (exit 3)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1,
+                                       help="Verify partitions in this many processes (default: the number of cores)."),
+    max_findings: int = typer.Option(100, "--max-findings", min=0,
+                                     help="Show at most this many findings of one check per file (0: all); "
+                                          "the rest are counted in the summary."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary line and no progress bar."),
+) -> None:
+    """Check Kafka log files without modifying them: batch CRCs and framing, offsets,
+    .index/.timeindex/.txnindex against the log, producer snapshots, checkpoints,
+    partition.metadata. Keeps going past damage, resynchronising on the next valid batch."""
+    from plog.engine.discovery import NotAKafkaPathError
+    from plog.engine.verify import VerifyOptions, VerifyStats, default_jobs, plan, planned_bytes, verify_paths
+
+    options = VerifyOptions(max_findings_per_check=max_findings)
+    try:
+        tasks = plan(paths, options)
+    except NotAKafkaPathError as e:
+        raise PlogCliError(str(e)) from e
+    stats = VerifyStats()
+    write = _writer(fmt)
+    progress, finish = _progress(planned_bytes(tasks), quiet)
+    try:
+        for finding in verify_paths(paths, options, jobs=jobs or default_jobs(), stats=stats, progress=progress,
+                                    tasks=tasks):
+            write(finding)
+    finally:
+        finish()
+    sys.stdout.flush()
+    problems = stats.errors + (stats.warnings if strict else 0)
+    if not quiet:
+        note = " (--strict: warnings count)" if strict and stats.warnings else ""
+        sys.stderr.write(
+            f"plog verify: checked {stats.files} files ({stats.bytes} bytes, {stats.batches} batches) in "
+            f"{stats.partitions} partition{'s' * (stats.partitions != 1)}: {stats.errors} "
+            f"error{'s' * (stats.errors != 1)}, "
+            f"{stats.warnings} warning{'s' * (stats.warnings != 1)}{note}\n")
+    if problems:
+        # SystemExit, not typer.Exit: cli.main.main runs the app with standalone_mode=False, where
+        # Typer turns typer.Exit into a return value that main() does not pass on.
+        sys.exit(int(ExitCode.PROBLEMS_FOUND))
+
+
+def _writer(fmt: VerifyFormat):
+    """A function that prints one finding on stdout, flushed (findings stream)."""
+    out = sys.stdout
+    raw = getattr(out, "buffer", None)
+    if fmt is VerifyFormat.jsonl:
+        from plog.engine.binary_json import encode_bytes
+
+        def render(f) -> str:
+            d = f.to_dict()
+            # The path in the binary-safe form; a message naming an undecodable file name
+            # shows its bytes as U+FFFD, so every line is valid UTF-8 JSON.
+            d["path"] = encode_bytes(os.fsencode(f.path))
+            d["message"] = f.message.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            return json.dumps(d, ensure_ascii=False) + "\n"
+    else:
+        def render(f) -> str:
+            return f.format_text() + "\n"
+
+    def write(f) -> None:
+        line = render(f)
+        if raw is not None:
+            out.flush()
+            raw.write(line.encode("utf-8", "surrogateescape"))  # file names as their bytes
+            raw.flush()
+        else:
+            out.write(line.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+            out.flush()
+
+    return write
+
+
+def _progress(total: int, quiet: bool):
+    """A progress callback over bytes on stderr, only on a TTY; and a function that ends it."""
+    if quiet or not sys.stderr.isatty() or total <= 0:
+        return None, lambda: None
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+    # No refresh thread (auto_refresh=False): verify may fork worker processes, and a thread
+    # holding a lock across fork() can hang the child. The bar redraws from the callback.
+    bar = Progress("verify", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                   console=Console(stderr=True), transient=True, auto_refresh=False,
+                   redirect_stdout=sys.stdout.isatty(), redirect_stderr=False)
+    task = bar.add_task("verify", total=total)
+    bar.start()
+    last = [0.0]
+
+    def advance(n: int) -> None:
+        bar.advance(task, n)
+        now = time.monotonic()
+        if now - last[0] > 0.1:
+            last[0] = now
+            bar.refresh()
+
+    return advance, bar.stop
