@@ -116,88 +116,86 @@ class Decoder:
 class _RecordDecoder(Decoder):
     """Decoders that read whole records with a schema (never the plain string view)."""
 
-    @property
-    def is_default(self) -> bool:
-        return False
-
-
-class OffsetsDecoder(_RecordDecoder):
-    """``--offsets-decoder`` (``__consumer_offsets``), Kafka's ``OffsetsMessageParser``."""
-
     def __init__(self, kafka_version: int = 4):
         super().__init__()
         self.kafka_version = kafka_version
 
-    def decode(self, record) -> tuple[str | None, str | None]:
-        from plog.formats import offsets_topic
-        from plog.formats.protocol import UnknownRecordTypeError
-
-        if record.key is None:
-            # Kafka throws here, which ends the whole dump (exit 1).
-            what = "the specified decoder" if self.kafka_version >= 4 else "offset topic decoder"
-            raise FormatError(f"Failed to decode message at offset {record.offset} using {what} (message had a missing key)")
-        try:
-            key = offsets_topic.decode_key(bytes(record.key))
-            value = offsets_topic.decode_value(key, None if record.value is None else bytes(record.value))
-            return offsets_topic.dump_key_json(key, kafka_version=self.kafka_version), offsets_topic.dump_value_json(value)
-        except UnknownRecordTypeError as e:
-            return f"Unknown record type {e.record_type} at offset {record.offset}, skipping.", None
-        except FormatError as e:
-            return f"Error at offset {record.offset}, skipping. {e.reason}", None
+    @property
+    def is_default(self) -> bool:
+        return False
 
     def decode_json(self, record) -> tuple[Any, Any]:
         return _parsed(self.decode(record))
 
 
-class TransactionLogDecoder(_RecordDecoder):
-    """``--transaction-log-decoder`` (``__transaction_state``)."""
+class _CoordinatorDecoder(_RecordDecoder):
+    """Kafka 4.x's ``CoordinatorRecordMessageParser``: a record without a key ends the dump;
+    an unknown record type or an undecodable record prints one line and goes on."""
 
-    def __init__(self, kafka_version: int = 4):
-        super().__init__()
-        self.kafka_version = kafka_version
+    missing_key_decoder = "the specified decoder"  # how Kafka names the decoder in that error
 
     def decode(self, record) -> tuple[str | None, str | None]:
-        from plog.formats import transaction_log
         from plog.formats.protocol import UnknownRecordTypeError
 
+        if record.key is None:
+            raise FormatError(f"Failed to decode message at offset {record.offset} using "
+                              f"{self.missing_key_decoder} (message had a missing key)")
+        try:
+            return self._key_and_value(bytes(record.key), None if record.value is None else bytes(record.value))
+        except UnknownRecordTypeError as e:
+            return f"Unknown record type {e.record_type} at offset {record.offset}, skipping.", None
+        except FormatError as e:
+            return f"Error at offset {record.offset}, skipping. {e.reason}", None
+
+    def _key_and_value(self, key: bytes, value: bytes | None) -> tuple[str, str]:
+        raise NotImplementedError
+
+
+class OffsetsDecoder(_CoordinatorDecoder):
+    """``--offsets-decoder`` (``__consumer_offsets``), Kafka's ``OffsetsMessageParser``."""
+
+    def __init__(self, kafka_version: int = 4):
+        super().__init__(kafka_version)
+        if kafka_version < 4:
+            self.missing_key_decoder = "offset topic decoder"
+
+    def _key_and_value(self, key: bytes, value: bytes | None) -> tuple[str, str]:
+        from plog.formats import offsets_topic
+
+        k = offsets_topic.decode_key(key)
+        v = offsets_topic.decode_value(k, value)
+        return offsets_topic.dump_key_json(k, kafka_version=self.kafka_version), offsets_topic.dump_value_json(v)
+
+
+class TransactionLogDecoder(_CoordinatorDecoder):
+    """``--transaction-log-decoder`` (``__transaction_state``)."""
+
+    def decode(self, record) -> tuple[str | None, str | None]:
         if self.kafka_version < 4:
+            from plog.formats import transaction_log
+
             # Kafka 3.x: TransactionLog.formatRecordKeyAndValue; its exceptions end the dump.
             return transaction_log.dump_key_value_text_v3(
                 None if record.key is None else bytes(record.key),
                 None if record.value is None else bytes(record.value),
             )
-        if record.key is None:
-            raise FormatError(
-                f"Failed to decode message at offset {record.offset} using the specified decoder (message had a missing key)"
-            )
-        try:
-            key = transaction_log.decode_key(bytes(record.key))
-            value = transaction_log.decode_value(None if record.value is None else bytes(record.value))
-            return transaction_log.dump_key_json(key), transaction_log.dump_value_json(value)
-        except UnknownRecordTypeError as e:
-            return f"Unknown record type {e.record_type} at offset {record.offset}, skipping.", None
-        except FormatError as e:
-            return f"Error at offset {record.offset}, skipping. {e.reason}", None
+        return super().decode(record)
 
-    def decode_json(self, record) -> tuple[Any, Any]:
-        return _parsed(self.decode(record))
+    def _key_and_value(self, key: bytes, value: bytes | None) -> tuple[str, str]:
+        from plog.formats import transaction_log
+
+        k = transaction_log.decode_key(key)
+        return transaction_log.dump_key_json(k), transaction_log.dump_value_json(transaction_log.decode_value(value))
 
 
 class ClusterMetadataDecoder(_RecordDecoder):
     """``--cluster-metadata-decoder`` (``__cluster_metadata`` and KRaft snapshots): no key."""
-
-    def __init__(self, kafka_version: int = 4):
-        super().__init__()
-        self.kafka_version = kafka_version
 
     def decode(self, record) -> tuple[str | None, str | None]:
         from plog.formats import cluster_metadata
 
         value = None if record.value is None else bytes(record.value)
         return None, cluster_metadata.dump_metadata_payload(value, record.offset, kafka_version=self.kafka_version)
-
-    def decode_json(self, record) -> tuple[Any, Any]:
-        return _parsed(self.decode(record))
 
 
 def _parsed(pair: tuple[str | None, str | None]) -> tuple[Any, Any]:

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import corpus_files
 from plog.cli.main import main
+from plog.formats.java_utf8 import java_utf8_decode
 
 FILES = corpus_files(lambda f: f.endswith((".log", ".index", ".timeindex", ".snapshot", ".checkpoint", ".txnindex")))
 SMALL = [p for p in FILES if p.stat().st_size <= (1 << 20)]
@@ -74,7 +75,8 @@ def _text_fields(line: str) -> dict:
 def _decode(value):
     if value is None or isinstance(value, str):
         return value
-    return base64.b64decode(value["base64"]).decode("utf-8", "replace")
+    # The text dump shows bytes as Java's new String(bytes, UTF_8) does.
+    return java_utf8_decode(base64.b64decode(value["base64"]))
 
 
 @pytest.mark.parametrize("path", SMALL, ids=lambda p: str(p.relative_to(p.parents[2])))
