@@ -22,6 +22,7 @@ from kafka.record.legacy_records import LegacyRecordBatch
 
 from conftest import corpus_files
 from plog.cli.main import main
+from plog.formats.java_utf8 import java_utf8_decode
 
 KRAFT_JSON = "<kraft-json>"
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -52,7 +53,9 @@ def plog_dump(*args: str) -> tuple[int, str, str]:
 
 
 def _java_utf8(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
+    # The one shared piece: malformed UTF-8 is replaced by Java's rules, which
+    # tests/formats/test_java_utf8.py checks against vectors printed by the JDK itself.
+    return java_utf8_decode(raw)
 
 
 # --------------------------------------------------------------------------- .log oracle
