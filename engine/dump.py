@@ -119,18 +119,6 @@ def java_file_path(path: str) -> str:
     return prefix + "/".join(part for part in path.split("/") if part)
 
 
-def _java_string_hash(text: str) -> int:
-    h = 0
-    for unit in _utf16_units(text):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h
-
-
-def _utf16_units(text: str):
-    data = text.encode("utf-16-be", "surrogatepass")
-    return struct.unpack(f">{len(data) // 2}H", data)
-
-
 def java_hash_map_order(keys: list[str], compute_if_absent: bool = False) -> list[str]:
     """Iteration order of a string-keyed hash map filled with ``keys`` in order.
 
@@ -141,13 +129,15 @@ def java_hash_map_order(keys: list[str], compute_if_absent: bool = False) -> lis
     (which Kafka 4.x's tool uses) links the new node at the head, so collisions come out
     in reverse insertion order.
     """
+    from plog.formats.offsets_topic import java_string_hash  # only needed at the end of a run
+
     unique = list(dict.fromkeys(keys))
     size = 16
     while len(unique) > size * 0.75:
         size *= 2
 
     def bucket(key: str) -> int:
-        h = _java_string_hash(key)
+        h = java_string_hash(key) & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (size - 1)
 
     sign = -1 if compute_if_absent else 1

@@ -64,8 +64,8 @@ def render_checkpoint(path: str) -> tuple[list[str], list[dict]]:
         return [f"{k}={v}" for k, v in props.items()], [{"type": "meta-properties", "properties": props}]
     if name == ".kafka_cleanshutdown":
         epoch = cp.parse_clean_shutdown(data, where)
-        text = "brokerEpoch: none (empty marker, Kafka <= 3.6)" if epoch is None else f"brokerEpoch: {epoch}"
-        return [f"Clean shutdown marker {text}"], [{"type": "clean-shutdown", "brokerEpoch": epoch}]
+        text = "no broker epoch (an empty marker, as Kafka <= 3.6 writes it)" if epoch is None else f"brokerEpoch: {epoch}"
+        return [f"Clean shutdown marker: {text}"], [{"type": "clean-shutdown", "brokerEpoch": epoch}]
     raise ValueError(f"not a text checkpoint file: {name}")
 
 

@@ -17,6 +17,7 @@ values for ``--format jsonl`` (nested objects for the internal-topic decoders).
 
 from __future__ import annotations
 
+import abc
 import base64
 import json
 import struct
@@ -128,7 +129,7 @@ class _RecordDecoder(Decoder):
         return _parsed(self.decode(record))
 
 
-class _CoordinatorDecoder(_RecordDecoder):
+class _CoordinatorDecoder(_RecordDecoder, abc.ABC):
     """Kafka 4.x's ``CoordinatorRecordMessageParser``: a record without a key ends the dump;
     an unknown record type or an undecodable record prints one line and goes on."""
 
@@ -147,8 +148,9 @@ class _CoordinatorDecoder(_RecordDecoder):
         except FormatError as e:
             return f"Error at offset {record.offset}, skipping. {e.reason}", None
 
+    @abc.abstractmethod
     def _key_and_value(self, key: bytes, value: bytes | None) -> tuple[str, str]:
-        raise NotImplementedError
+        """The key and payload text of one record of this coordinator's topic."""
 
 
 class OffsetsDecoder(_CoordinatorDecoder):

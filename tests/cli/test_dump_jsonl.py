@@ -145,3 +145,49 @@ def test_jsonl_is_binary_safe(tmp_path):
     assert record["key"] == {"base64": base64.b64encode(b"\xff\xfe").decode()}
     assert record["value"] == {"base64": base64.b64encode(b"\x00\x80").decode()}
     assert record["headers"] == [{"key": "h", "value": {"base64": "ww=="}}, {"key": "ok", "value": None}]
+
+
+TEXT_CHECKPOINTS = corpus_files(lambda f: f in (
+    "recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint",
+    "cleaner-offset-checkpoint", "leader-epoch-checkpoint", "partition.metadata", "meta.properties",
+    ".kafka_cleanshutdown"))
+
+
+@pytest.mark.parametrize("path", TEXT_CHECKPOINTS, ids=lambda p: str(p.relative_to(p.parents[2])))
+def test_text_checkpoint_files_dump_their_entries(corpus, path):
+    """Kafka's tool ignores these files; plog prints one line per entry, parsed with
+    Kafka's rules, and the same entries as JSON."""
+    from plog.formats import checkpoints as cp
+
+    code, text = run(str(path))
+    assert code == 0
+    lines = text.split("\n")[:-1]
+    assert lines[0] == f"Dumping {path}"
+    _, jsonl = run("--format", "jsonl", str(path))
+    objects = [json.loads(line) for line in jsonl.split("\n")[:-1]]
+    data = path.read_bytes()
+    if path.name.endswith("offset-checkpoint"):
+        offsets = cp.parse_offset_checkpoint(data)
+        assert len(lines) == 2 + len(offsets) and len(objects) == len(offsets)
+        for (topic, partition), offset in offsets.items():
+            assert f"topic: {topic} partition: {partition} offset: {offset}" in lines
+            assert {"file": str(path), "type": "checkpoint-offset", "topic": topic, "partition": partition,
+                    "offset": offset} in objects
+    elif path.name == "leader-epoch-checkpoint":
+        epochs = cp.parse_leader_epoch_checkpoint(data)
+        assert lines[2:] == [f"epoch: {e.epoch} startOffset: {e.start_offset}" for e in epochs]
+        assert [(o["epoch"], o["startOffset"]) for o in objects] == [tuple(e) for e in epochs]
+    elif path.name == "partition.metadata":
+        meta = cp.parse_partition_metadata(data)
+        assert lines[1] == f"version: {meta.version} topicId: {cp.uuid_to_base64url(meta.topic_id)}"
+    elif path.name == "meta.properties":
+        assert objects[0]["properties"] == cp.parse_properties(data)
+        assert lines[1:] == [f"{k}={v}" for k, v in cp.parse_properties(data).items()]
+    else:
+        assert lines[1].startswith("Clean shutdown marker: ")
+        assert objects[0]["brokerEpoch"] == cp.parse_clean_shutdown(data)
+
+
+def test_every_text_checkpoint_kind_is_in_the_corpus(corpus):
+    assert {p.name for p in TEXT_CHECKPOINTS} >= {"recovery-point-offset-checkpoint", "leader-epoch-checkpoint",
+                                                  "partition.metadata", "meta.properties", ".kafka_cleanshutdown"}
