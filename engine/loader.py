@@ -161,7 +161,7 @@ def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, cl
     # Pass 12: producer state.
     if producer_state is not None:
         producer_state.remove_stray_snapshots(segments.base_offsets)
-        rebuild_producer_state(log, reload_from_clean_shutdown=clean)
+        rebuild_producer_state(producer_state, segments, log.log_start_offset, log_end, reload_from_clean_shutdown=clean)
     report.log_start_offset = log.log_start_offset
     report.log_end_offset = log_end
     report.recovery_point = log.recovery_point
@@ -170,24 +170,27 @@ def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, cl
 
 
 def _recover_segments(log: Log, bases: list[int], report: LoadReport) -> None:
+    """Pass 6: recover each segment in ``bases`` (ascending) as ``LogLoader.recoverSegment``.
+
+    Each segment gets a fresh producer state rebuilt up to its base offset from the
+    snapshots on disk (which deletes the snapshots above that base and writes new ones at
+    the bases Kafka snapshots), is recovered against it, and leaves a snapshot at its end.
+    Doing it per segment, rather than carrying one state forward, is what makes the
+    snapshot files byte-identical to a broker's: a reload drops expired producers and the
+    rebuild writes its snapshots at exactly the offsets Kafka's does.
+    """
     from .producer_state import ProducerStateManager
 
     segments = log.segments
-    if not bases:
-        return
-    # One producer state for the whole pass (Kafka builds a temporary one per segment from
-    # the snapshot the previous segment left; carrying it forward gives the same state
-    # without re-listing the directory for every segment).
-    psm = ProducerStateManager(log.dir)
-    psm.truncate_and_reload(log.log_start_offset, bases[0], int(time.time() * 1000))
     for base in bases:
         segment = segments.get(base)
         if segment is None:
             continue
-        if psm.map_end_offset < base:
-            _replay(log, psm, psm.map_end_offset, base)
+        psm = ProducerStateManager(log.dir)
+        rebuild_producer_state(psm, segments, log.log_start_offset, base, reload_from_clean_shutdown=False)
         result = segment.recover(psm, log.epoch_cache)
-        psm.update_map_end_offset(result.next_offset)
+        # Kafka snapshots once the segment's data is recovered so that recovering the next
+        # segment does not replay this one again.
         psm.take_snapshot(sync=True)
         report.recovered_segments.append(result)
         report.actions.append(
@@ -205,42 +208,53 @@ def _recover_segments(log: Log, bases: list[int], report: LoadReport) -> None:
             break
 
 
-def _replay(log: Log, psm, from_offset: int, to_offset: int) -> None:
-    """Feed producer state every batch in ``[from_offset, to_offset)``."""
-    from .producer_state import update_producers_from_batch
+def rebuild_producer_state(psm, segments, log_start_offset: int, last_offset: int, *,
+                           reload_from_clean_shutdown: bool, now_ms: int | None = None) -> None:
+    """``UnifiedLog.rebuildProducerState``: bring ``psm`` to ``last_offset``.
 
-    if from_offset >= to_offset:
-        return
-    for segment in log.segments.values(from_offset, to_offset):
-        start = segment.translate_offset(from_offset) if from_offset > segment.base_offset else None
-        for batch in segment.batches(start.position if start else 0):
-            if batch.base_offset >= to_offset:
-                return
-            if batch.magic >= 2 and batch.last_offset >= from_offset:
-                completed = update_producers_from_batch(psm, batch)
-                if completed is not None:
-                    psm.complete_txn(completed)
-                psm.update_map_end_offset(batch.last_offset + 1)
+    Snapshots are written at the base offsets of the last two segments (when the replay
+    passes them) and at ``last_offset``, so the next load replays at most the active
+    segment. After a clean shutdown with no snapshot at all (a log from before producer
+    state existed) nothing is replayed; empty snapshots are written at those offsets.
+    Otherwise the latest snapshot at or below ``last_offset`` is loaded (snapshots outside
+    ``(log_start_offset, last_offset]`` are deleted) and the batches after it replayed.
+    """
+    from .producer_state import load_producers_from_batches
 
-
-def rebuild_producer_state(log: Log, *, reload_from_clean_shutdown: bool) -> None:
-    """Step 12: load the latest snapshot at or below the LEO and replay up to the LEO."""
-    psm = log.producer_state
-    end = log.log_end_offset
-    if reload_from_clean_shutdown and not psm.snapshot_offsets():
-        # Kafka: after a clean shutdown without snapshots (a log written before producer
-        # state existed) there is nothing to replay; write empty snapshots at the last two
-        # segment bases and the LEO so the next load starts from them.
-        bases = log.segments.base_offsets
-        marks = sorted({*bases[-2:], end})
-        psm.truncate_fully_and_start_at(marks[0])
+    bases = segments.base_offsets
+    marks = [*bases[-2:], last_offset]
+    if reload_from_clean_shutdown and psm.latest_snapshot_offset is None:
         for mark in marks:
             psm.update_map_end_offset(mark)
             psm.take_snapshot(sync=True)
         return
-    psm.truncate_and_reload(log.log_start_offset, end, int(time.time() * 1000))
-    _replay(log, psm, psm.map_end_offset, end)
-    psm.update_map_end_offset(end)
+    # Kafka skips the replay when the state was empty and already at or past the target
+    # (a truncation of a log no idempotent producer ever wrote to).
+    was_empty = psm.is_empty() and psm.map_end_offset >= last_offset
+    psm.truncate_and_reload(log_start_offset, last_offset, int(time.time() * 1000) if now_ms is None else now_ms)
+    if last_offset > psm.map_end_offset and not was_empty:
+        last_segment = segments.floor(last_offset)
+        for segment in segments.values(psm.map_end_offset, last_offset):
+            start = max(segment.base_offset, psm.map_end_offset, log_start_offset)
+            psm.update_map_end_offset(start)
+            if segment.base_offset in marks:
+                psm.take_snapshot(sync=True)
+            load_producers_from_batches(psm, _batches_between(segment, start, last_offset if segment is last_segment else None))
+    psm.update_map_end_offset(last_offset)
+    psm.take_snapshot(sync=True)
+
+
+def _batches_between(segment, start_offset: int, stop_offset: int | None):
+    """``segment.read(start_offset, maxPosition)``: the batches from the one holding
+    ``start_offset`` up to, not including, the one holding ``stop_offset`` (to the end of
+    the segment when None)."""
+    first = segment.translate_offset(start_offset)
+    if first is None:
+        return
+    for batch in segment.batches(first.position):
+        if stop_offset is not None and batch.last_offset >= stop_offset:
+            return
+        yield batch
 
 
 def _complete_swaps_and_remove_temp_files(directory: Path, config: LogConfig, report: LoadReport, now) -> None:

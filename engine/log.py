@@ -482,7 +482,8 @@ class Log:
         from .loader import rebuild_producer_state
 
         if self.producer_state is not None:
-            rebuild_producer_state(self, reload_from_clean_shutdown=False)
+            rebuild_producer_state(self.producer_state, self.segments, self.log_start_offset, self.log_end_offset,
+                                   reload_from_clean_shutdown=False)
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
