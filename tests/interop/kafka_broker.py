@@ -31,6 +31,10 @@ from kafka_versions import java_major_required, storage_tool_class
 BROKER_JVM_OPTS = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
 #: Short-lived tools: C1 only and serial GC start faster and use less CPU.
 TOOL_JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
+#: The tools print through System.out, whose charset follows the locale unless told: UTF-8
+#: whatever the machine's locale, as plog prints (JDK 17 reads sun.*, JDK 19+ stdout.*).
+UTF8_OUTPUT_OPTS = ["-Dfile.encoding=UTF-8", "-Dsun.stdout.encoding=UTF-8", "-Dsun.stderr.encoding=UTF-8",
+                    "-Dstdout.encoding=UTF-8", "-Dstderr.encoding=UTF-8"]
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
@@ -135,11 +139,17 @@ def _log_opts(configs: dict[str, Path], kind: str) -> list[str]:
 
 def run_java(jars: Path, main_class: str, args, *, log_configs: dict[str, Path], cwd: Path | None = None,
              timeout: float = 300, jvm_opts=None) -> subprocess.CompletedProcess:
-    """Run ``main_class`` from the jars in ``jars`` with quiet logging; text output."""
-    cmd = ["java", *(jvm_opts or TOOL_JVM_OPTS), *_log_opts(log_configs, "tools"),
+    """Run ``main_class`` from the jars in ``jars`` with quiet logging.
+
+    stdout and stderr are returned as ``str``: UTF-8 decoded with ``surrogateescape`` and
+    newlines kept as printed (no universal-newline translation: a CR inside a printed
+    payload must stay a CR, as it does in plog's output)."""
+    cmd = ["java", *(jvm_opts or TOOL_JVM_OPTS), *UTF8_OUTPUT_OPTS, *_log_opts(log_configs, "tools"),
            "-cp", f"{jars}/*", main_class, *[str(a) for a in args]]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env=_java_env())
+    proc = subprocess.run(cmd, capture_output=True, timeout=timeout, cwd=cwd, env=_java_env())
+    proc.stdout = proc.stdout.decode("utf-8", "surrogateescape")
+    proc.stderr = proc.stderr.decode("utf-8", "surrogateescape")
+    return proc
 
 
 def _java_env() -> dict[str, str]:

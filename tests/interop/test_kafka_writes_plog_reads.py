@@ -20,10 +20,10 @@ A real broker (both versions of ``kafka_versions.VERSIONS``) is fed by kafka-pyt
 from __future__ import annotations
 
 import os
-import struct
 from pathlib import Path
 
 import pytest
+from kafka_files import folder_differences, partition_files, read_epochs, read_offset_checkpoint
 from kafka_scenarios import (
     COMPACTED_TOPIC,
     DAMAGED,
@@ -33,7 +33,6 @@ from kafka_scenarios import (
     TXN_TOPIC,
 )
 
-from plog.engine.checkpoint_files import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from plog.engine.config import LogConfig
 from plog.engine.log import Log
 from plog.formats import offsets_topic
@@ -49,8 +48,7 @@ LOG_DIR_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-che
 
 
 def _checkpoint(log_dir: Path, name: str) -> dict:
-    path = Path(log_dir) / name
-    return {tuple(k): v for k, v in OffsetCheckpointFile(path).read().items()} if path.exists() else {}
+    return read_offset_checkpoint(Path(log_dir) / name)
 
 
 def open_partition(log_dir: Path, tp: tuple[str, int]) -> Log:
@@ -151,36 +149,6 @@ def _partition_dirs(log_dir: Path):
             if part.isdigit():
                 out.append((topic, int(part)))
     return out
-
-
-def _index_entries(name: str, data: bytes) -> list:
-    if name.endswith(".index"):
-        return [struct.unpack_from(">ii", data, i) for i in range(0, len(data) - 7, 8)]
-    if name.endswith(".timeindex"):
-        return [struct.unpack_from(">qi", data, i) for i in range(0, len(data) - 11, 12)]
-    if name.endswith(".txnindex"):
-        return [struct.unpack_from(">hqqqq", data, i) for i in range(0, len(data) - 33, 34)]
-    return []
-
-
-def describe_difference(name: str, a: bytes, b: bytes) -> str:
-    """One paragraph saying how two versions of a file differ (plog = a, Kafka = b)."""
-    lines = [f"{name}: plog {len(a)} bytes, Kafka {len(b)} bytes"]
-    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    lines.append(f"  first differing byte at {first}: plog {a[first:first + 16].hex()} / Kafka {b[first:first + 16].hex()}")
-    ea, eb = _index_entries(name, a), _index_entries(name, b)
-    if ea or eb:
-        lines.append(f"  entries plog {len(ea)} / Kafka {len(eb)}; plog-only {sorted(set(ea) - set(eb))[:6]}, "
-                     f"Kafka-only {sorted(set(eb) - set(ea))[:6]}")
-    return "\n".join(lines)
-
-
-def _epochs(path: Path) -> list[tuple[int, int]]:
-    return [tuple(e) for e in LeaderEpochCheckpointFile(path).read()] if path.exists() else []
-
-
-def _partition_files(pdir: Path) -> dict[str, bytes]:
-    return {n: (pdir / n).read_bytes() for n in sorted(os.listdir(pdir)) if (pdir / n).is_file()}
 
 
 # -- clean stop: plog reads what Kafka wrote --------------------------------------------------
@@ -370,7 +338,6 @@ def test_index_lookups_agree_with_a_scan(written):
     """Kafka's ``.index``/``.timeindex`` files, read by plog: the first and last offset of
     every batch translate to that batch (segment, file position, last offset), and a
     timestamp lookup finds the first record whose timestamp is at or after it."""
-    result = written.result
     for tp in [("many-segments", 0), ("codec-gzip", 0), ("codec-none", 0), (LOG_APPEND_TIME_TOPIC, 0),
                (TXN_TOPIC, 0), (COMPACTED_TOPIC, 0)]:
         log = open_partition(written.log_dir, tp)
@@ -417,15 +384,15 @@ def test_plog_open_and_close_changes_nothing(written, tmp_path):
     problems = []
     for tp in _partition_dirs(written.log_dir):
         name = f"{tp[0]}-{tp[1]}"
-        a, b = _partition_files(copy / name), _partition_files(written.log_dir / name)
-        ea = _epochs(copy / name / "leader-epoch-checkpoint")
-        eb = [e for e in _epochs(written.log_dir / name / "leader-epoch-checkpoint") if e[1] < ends[tp]]
+        a, b = partition_files(copy / name), partition_files(written.log_dir / name)
+        ea = read_epochs(copy / name / "leader-epoch-checkpoint")
+        eb = [e for e in read_epochs(written.log_dir / name / "leader-epoch-checkpoint") if e[1] < ends[tp]]
         if ea != eb:
             problems.append(f"{name}/leader-epoch-checkpoint: plog {ea}, Kafka's below the LEO {ends[tp]}: {eb}")
-        if len(eb) != len(_epochs(written.log_dir / name / "leader-epoch-checkpoint")):
+        if len(eb) != len(read_epochs(written.log_dir / name / "leader-epoch-checkpoint")):
             a.pop("leader-epoch-checkpoint", None)
             b.pop("leader-epoch-checkpoint", None)
-        problems += _folder_differences(name, a, b, "after plog", "in Kafka's")
+        problems += folder_differences(name, a, b, "after plog", "in Kafka's")
     for cp in LOG_DIR_CHECKPOINTS:
         if _checkpoint(copy, cp) != _checkpoint(written.log_dir, cp):
             problems.append(f"{cp}: plog {_checkpoint(copy, cp)} / Kafka {_checkpoint(written.log_dir, cp)}")
@@ -476,24 +443,12 @@ def _recovery_differences(crashed, partitions) -> list[str]:
     problems = []
     for tp in partitions:
         name = f"{tp[0]}-{tp[1]}"
-        a = _partition_files(crashed.plog_dir / name)
-        b = _partition_files(crashed.kafka_dir / name)
+        a = partition_files(crashed.plog_dir / name)
+        b = partition_files(crashed.kafka_dir / name)
         for skip in ("leader-epoch-checkpoint", "partition.metadata"):
             a.pop(skip, None)
             b.pop(skip, None)
-        problems += _folder_differences(name, a, b, "plog has", "Kafka has")
-    return problems
-
-
-def _folder_differences(name: str, a: dict, b: dict, side_a: str, side_b: str) -> list[str]:
-    """Files only one side has, then each common file that differs (first difference)."""
-    problems = []
-    only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
-    if only_a or only_b:
-        problems.append(f"{name}: files only {side_a} {only_a}, only {side_b} {only_b}")
-    for f in sorted(set(a) & set(b)):
-        if a[f] != b[f]:
-            problems.append(f"{name}/" + describe_difference(f, a[f], b[f]))
+        problems += folder_differences(name, a, b, "plog has", "Kafka has")
     return problems
 
 
@@ -509,15 +464,15 @@ def test_crash_recovery_checkpoints_equal(crashed):
     assert not problems, "\n".join(problems)
 
 
-def test_crash_recovery_leader_epochs(crashed):
+def test_crash_recovery_leaderread_epochs(crashed):
     """``leader-epoch-checkpoint``: plog's equals Kafka's without the entries Kafka adds
     when the restarted broker becomes leader again (a new epoch starting at the log end
     offset, ``Partition.makeLeader``), which is an election, not recovery."""
     problems = []
     for tp in _partition_dirs(crashed.kafka_dir):
         name = f"{tp[0]}-{tp[1]}"
-        a = _epochs(crashed.plog_dir / name / "leader-epoch-checkpoint")
-        b = _epochs(crashed.kafka_dir / name / "leader-epoch-checkpoint")
+        a = read_epochs(crashed.plog_dir / name / "leader-epoch-checkpoint")
+        b = read_epochs(crashed.kafka_dir / name / "leader-epoch-checkpoint")
         log_end = crashed.kafka_end_offsets[tp]
         before = [e for e in b if e[1] < log_end]
         if a != b and a != before:
