@@ -80,3 +80,12 @@ def folder_differences(name: str, a: dict, b: dict, side_a: str = "plog has", si
         if a[f] != b[f]:
             problems.append(f"{name}/" + describe_difference(f, a[f], b[f]))
     return problems
+
+
+def first_difference(got: list, want: list, got_name: str = "plog", want_name: str = "want") -> str:
+    """Where two record lists part: the first unequal pair, or the first extra/missing one."""
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g != w:
+            return f"first difference at #{i}:\n  {got_name}: {g!r}\n  {want_name}: {w!r}"
+    return (f"{got_name} has {len(got)} records, {want_name} {len(want)}; first extra/missing: "
+            f"{(got[len(want):] or want[len(got):])[:1]!r}")

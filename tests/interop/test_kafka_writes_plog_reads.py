@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 import pytest
-from kafka_files import folder_differences, partition_files, read_epochs, read_offset_checkpoint
+from kafka_files import first_difference, folder_differences, partition_files, read_epochs, read_offset_checkpoint
 from kafka_scenarios import (
     COMPACTED_TOPIC,
     DAMAGED,
@@ -133,11 +133,7 @@ def _consumed_records(consumed):
 
 
 def _first_difference(got, want) -> str:
-    for i, (g, w) in enumerate(zip(got, want)):
-        if g != w:
-            return f"first difference at #{i}:\n  plog : {g!r}\n  want : {w!r}"
-    return f"plog has {len(got)} records, expected {len(want)}; first extra/missing: " \
-           f"{(got[len(want):] or want[len(got):])[:1]!r}"
+    return first_difference(got, want)
 
 
 def _partition_dirs(log_dir: Path):

@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 from kafka_broker import CLEAN_SHUTDOWN_FILE, copy_log_dir
 from kafka_files import (
+    first_difference,
     folder_differences,
     index_entries,
     partition_files,
@@ -342,11 +343,7 @@ def _got(consumed):
 
 
 def _first_difference(got, want) -> str:
-    for i, (g, w) in enumerate(zip(got, want)):
-        if g != w:
-            return f"first difference at #{i}:\n  Kafka: {g!r}\n  plog : {w!r}"
-    return f"Kafka returned {len(got)} records, plog wrote {len(want)}; first extra/missing: " \
-           f"{(got[len(want):] or want[len(got):])[:1]!r}"
+    return first_difference(got, want, "Kafka", "plog")
 
 
 @pytest.mark.parametrize("mode", MODES)
