@@ -146,13 +146,13 @@ def run_java(jars: Path, main_class: str, args, *, log_configs: dict[str, Path],
     payload must stay a CR, as it does in plog's output)."""
     cmd = ["java", *(jvm_opts or TOOL_JVM_OPTS), *UTF8_OUTPUT_OPTS, *_log_opts(log_configs, "tools"),
            "-cp", f"{jars}/*", main_class, *[str(a) for a in args]]
-    proc = subprocess.run(cmd, capture_output=True, timeout=timeout, cwd=cwd, env=_java_env())
+    proc = subprocess.run(cmd, capture_output=True, timeout=timeout, cwd=cwd, env=java_env())
     proc.stdout = proc.stdout.decode("utf-8", "surrogateescape")
     proc.stderr = proc.stderr.decode("utf-8", "surrogateescape")
     return proc
 
 
-def _java_env() -> dict[str, str]:
+def java_env() -> dict[str, str]:
     env = dict(os.environ)
     # The broker and tools read these; a developer's settings must not leak into the tests.
     for var in ("KAFKA_OPTS", "KAFKA_HEAP_OPTS", "KAFKA_LOG4J_OPTS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
@@ -289,7 +289,7 @@ class KafkaBroker:
                    f"-Dkafka.logs.dir={self.workdir}", "-cp", f"{self.jars}/*", "kafka.Kafka", str(self.config_file)]
             self._stdout = open(self.workdir / "stdout.log", "ab")
             self.proc = subprocess.Popen(cmd, stdout=self._stdout, stderr=subprocess.STDOUT, cwd=self.workdir,
-                                         env=_java_env(), start_new_session=True)
+                                         env=java_env(), start_new_session=True)
             try:
                 self.wait_ready(timeout)
                 return self
