@@ -53,8 +53,10 @@ def expand_paths(args: list[str]) -> list[str]:
         "for 3.3-3.9). Beyond Kafka: directories and globs, the text checkpoint files "
         "(recovery-point-offset-checkpoint, leader-epoch-checkpoint, partition.metadata, "
         "meta.properties, .kafka_cleanshutdown), hex/base64/json decoders and --format jsonl.\n\n"
-        "Exit status: 0 success; 1 error (unreadable file, corrupt entry header); 2 usage error; "
-        "3 with --verify-index-only or --index-sanity-check: an index disagrees with its log or fails the check."
+        "Exit status: 0 success; 1 error (unreadable file, corrupt entry header, and in text output "
+        "wherever Kafka's tool dies: an index failing --index-sanity-check, a decoder failing on a record); "
+        "2 usage error; 3 with --verify-index-only: an index disagrees with its log (with --format jsonl "
+        "also: an index fails --index-sanity-check)."
     )
 )
 def dump(
@@ -98,7 +100,8 @@ def dump(
     """Print the contents of Kafka segment, index, snapshot and checkpoint files, exactly as
     Kafka's kafka-dump-log.sh (DumpLogSegments) prints them."""
     from plog.engine.dump import DumpOptions, DumpRun
-    from plog.engine.dump_decoders import DecoderError, resolve_decoder_name
+    from plog.engine.dump_decoders import DecoderError, deprecated_decoder_notices, resolve_decoder_name
+    from plog.formats.errors import FormatError
 
     if output_format not in ("text", "jsonl"):
         raise PlogCliError(f"--format must be text or jsonl, not {output_format!r}", exit_code=ExitCode.USAGE)
@@ -135,6 +138,7 @@ def dump(
         value_decoder=value_name,
         kafka_version=kafka_version,
         format=output_format,
+        decoder_notices=deprecated_decoder_notices(key_decoder, value_decoder),
     )
     write = sys.stdout.write
 
@@ -155,6 +159,13 @@ def dump(
                 raise PlogCliError(f"{e.filename or path}: no such file") from None
             except IsADirectoryError:
                 raise PlogCliError(f"{path}: is a directory") from None
+            except FormatError as e:
+                # Where Kafka's tool dies in the middle of a record line, that part is out.
+                partial = getattr(e, "partial_output", None)
+                if partial:
+                    write(partial)
+                    sys.stdout.flush()
+                raise
         run.finish()
     sys.stdout.flush()
     if run.problems and (verify_index_only or index_sanity_check):

@@ -77,6 +77,10 @@ class DumpOptions:
     value_decoder: str | None = None
     kafka_version: int = 4
     format: str = "text"  # "text" or "jsonl"
+    #: Lines Kafka 3.x's tool prints on stdout before each log it dumps, one per deprecated
+    #: ``kafka.serializer`` decoder class given (value decoder first), see
+    #: :func:`~plog.engine.dump_decoders.deprecated_decoder_notices`.
+    decoder_notices: tuple[str, ...] = ()
 
     @property
     def should_print_data_log(self) -> bool:
@@ -119,29 +123,45 @@ def java_file_path(path: str) -> str:
     return prefix + "/".join(part for part in path.split("/") if part)
 
 
-def java_hash_map_order(keys: list[str], compute_if_absent: bool = False) -> list[str]:
-    """Iteration order of a string-keyed hash map filled with ``keys`` in order.
+def report_map_order(calls: list[str], scala: bool) -> list[str]:
+    """Iteration order of one of DumpLogSegments' string-keyed report maps, given the keys
+    of its insertion calls in order (one per call, repeated keys included).
 
-    Java's ``HashMap`` and Scala's ``mutable.HashMap`` both start at 16 buckets, double
-    past a 0.75 load factor and pick the bucket ``(h ^ (h >>> 16)) & (n - 1)`` from
-    ``String.hashCode``; iteration goes bucket by bucket, and a resize keeps the order
-    inside a bucket. Within a bucket, ``put`` appends, but Java's ``computeIfAbsent``
-    (which Kafka 4.x's tool uses) links the new node at the head, so collisions come out
-    in reverse insertion order.
+    Both Kafka 3.x's Scala ``mutable.HashMap`` and 4.x's Java ``HashMap`` start at 16
+    buckets, pick the bucket ``(h ^ (h >>> 16)) & (n - 1)`` from ``String.hashCode``,
+    double the table and iterate bucket by bucket; a resize keeps the order inside a
+    bucket. They differ in when they grow and in the order inside a bucket:
+
+    * Scala 2.13 (``put``): before every put, even of a key already there, the table
+      doubles if ``size + 1 >= threshold`` (0.75 of the buckets); a bucket is kept
+      sorted by the spread hash (as a signed int), equal hashes in insertion order.
+    * Java (``computeIfAbsent``, the 4.x tool's only insertion): before every call the
+      table doubles if ``size > threshold``; a new node is linked at the head of its
+      bucket, so a bucket lists its keys in reverse insertion order. (Buckets of 8+ keys
+      that Java turns into trees are not modelled.)
     """
     from plog.formats.offsets_topic import java_string_hash  # only needed at the end of a run
 
-    unique = list(dict.fromkeys(keys))
-    size = 16
-    while len(unique) > size * 0.75:
-        size *= 2
+    capacity = 16
+    inserted: dict[str, int] = {}
+    for key in calls:
+        threshold = capacity * 3 // 4
+        if (len(inserted) + 1 >= threshold) if scala else (len(inserted) > threshold):
+            capacity *= 2
+        inserted.setdefault(key, len(inserted))
 
-    def bucket(key: str) -> int:
+    def spread(key: str) -> int:
         h = java_string_hash(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (size - 1)
+        return h ^ (h >> 16)
 
-    sign = -1 if compute_if_absent else 1
-    return [k for _, k in sorted(enumerate(unique), key=lambda e: (bucket(e[1]), sign * e[0]))]
+    def sort_key(item: tuple[str, int]):
+        key, index = item
+        h = spread(key)
+        if scala:
+            return (h & (capacity - 1), h - (1 << 32) if h >= 1 << 31 else h, index)
+        return (h & (capacity - 1), -index)
+
+    return [key for key, _ in sorted(inserted.items(), key=sort_key)]
 
 
 def _tt(timestamp_type: int) -> str:
@@ -205,6 +225,9 @@ class TextRenderer:
         self.err(f"Ignoring unknown file {java_file_path(path)}")
 
     def log_header(self, path: str, text: str, fields: dict) -> None:
+        self.out(text)
+
+    def notice(self, path: str, text: str) -> None:
         self.out(text)
 
     def batch(self, path: str, batch, position: int) -> None:
@@ -279,7 +302,13 @@ class TextRenderer:
                 if control:
                     parts.append(self._control_text(record))
             if print_contents:
-                key_text, value_text = decoder.decode(record)
+                try:
+                    key_text, value_text = decoder.decode(record)
+                except FormatError as e:
+                    # Kafka prints the metadata part of the line before it decodes: when a
+                    # decoder throws, the tool dies after that partial line (no newline).
+                    e.partial_output = "".join(parts)
+                    raise
                 prefix = "| " if skip else " "
                 if key_text is not None:
                     parts.append(f"{prefix}key: {key_text}")
@@ -367,7 +396,10 @@ class TextRenderer:
             self.err(f"  Index timestamp: {index_ts}, Previously indexed timestamp: {prev_ts}")
 
     def time_not_found(self, abs_path: str, pairs) -> None:
-        self.err("The following indexed offsets are not found in the log.")
+        if self.v3:
+            self.err("The following indexed offsets are not found in the log.")
+        else:
+            self.err(f"The following indexed offsets are not found in :{abs_path}")
         for index_offset, log_offset in pairs:
             self.err(f"Indexed offset: {index_offset}, found log offset: {log_offset}")
 
@@ -396,6 +428,9 @@ class JsonRenderer:
 
     def log_header(self, path: str, text: str, fields: dict) -> None:
         self._emit({"type": "file", "file": path, "kind": "snapshot" if path.endswith(".checkpoint") else "log", **fields})
+
+    def notice(self, path: str, text: str) -> None:
+        pass  # Kafka's deprecation notices are not part of the data
 
     def batch(self, path: str, batch, position: int) -> None:
         obj = {"type": "batch", "file": path, "position": position}
@@ -554,20 +589,42 @@ def _kraft_or_marker_json(control_type, fields: dict) -> str:
 
 @dataclass
 class _Reports:
-    """The end-of-run maps of DumpLogSegments, keyed by absolute path."""
+    """The end-of-run maps of DumpLogSegments, keyed by absolute path, and for each map the
+    keys of the insertion calls Kafka makes on it, in order (its iteration order depends on
+    them, :func:`report_map_order`)."""
 
     index_mismatches: dict = field(default_factory=dict)  # path -> list[(index offset, log offset)]
     time_mismatch: dict = field(default_factory=dict)
     time_out_of_order: dict = field(default_factory=dict)
     time_not_found: dict = field(default_factory=dict)
     non_consecutive: dict = field(default_factory=dict)
+    calls: dict = field(default_factory=dict)  # map name -> [path, ...]
+
+    def called(self, name: str, path: str, times: int = 1) -> None:
+        self.calls.setdefault(name, []).extend([path] * times)
+
+    def time_error(self, name: str, path: str, pair: tuple[int, int], v3: bool) -> None:
+        """One record call of Kafka's TimeIndexDumpErrors: 3.x puts the key into its map
+        only when it first sees it, 4.x calls computeIfAbsent every time."""
+        m = getattr(self, name)
+        if v3:
+            if path not in m:
+                self.called(name, path)
+        else:
+            self.called(name, path)
+        m.setdefault(path, []).append(pair)
 
 
 class DumpRun:
     """Dump files one after the other; call :meth:`finish` after the last one.
 
     ``problems`` counts what a ``--verify-index-only``/``--index-sanity-check`` run found
-    (mismatches, failed sanity checks); the CLI turns it into exit status 3.
+    (mismatches; failed sanity checks in ``jsonl``); the CLI turns it into exit status 3.
+
+    Where Kafka's tool dies on a file (a failed index sanity check, a time index whose
+    offset index is missing, with Kafka 3.x a file name without a ``.``), the text output
+    stops there too: :class:`FormatError` is raised after the ``Dumping`` line (exit
+    status 1). ``jsonl`` reports these and goes on.
     """
 
     def __init__(self, options: DumpOptions, out: Line, err: Line, progress: Progress | None = None):
@@ -586,14 +643,26 @@ class DumpRun:
         r.dumping(path)
         kind = file_kind(path)
         if kind is None:
+            if self._kafka_dies and self.options.kafka_version < 4 and "." not in os.path.basename(path):
+                # Scala: filename.substring(filename.lastIndexOf(".")) with lastIndexOf = -1
+                raise FormatError(f"{path}: Kafka 3.x's tool fails on a file name without a '.' "
+                                  "(StringIndexOutOfBoundsException: begin -1)")
             r.ignoring(path)
             return
         getattr(self, "_dump_" + kind.replace("-", "_"))(path)
 
     # -- logs and KRaft snapshots
 
+    @property
+    def _kafka_dies(self) -> bool:
+        """Whether to stop where Kafka's tool throws (text output)."""
+        return self.options.format == "text"
+
     def _dump_log(self, path: str) -> None:
         options = self.options
+        if options.kafka_version < 4 and options.record_decoder is None:
+            for notice in options.decoder_notices:
+                self.renderer.notice(path, notice)
         text, fields = log_header(path)
         self.renderer.log_header(path, text, fields)
         batches = FileBatches(path, 0, options.max_bytes)
@@ -628,12 +697,15 @@ class DumpRun:
             progress(max(0, min(os.path.getsize(path), options.max_bytes) - done))
         if pairs:
             abs_path = os.path.abspath(path)
+            reports = self.reports
+            reports.called("non_consecutive", abs_path, len(pairs))  # one put per pair
+            earlier = reports.non_consecutive.get(abs_path, [])  # the same file given twice
             if v3:
                 # A Scala List built by prepending: reverse discovery order, duplicates kept.
-                self.reports.non_consecutive[abs_path] = list(reversed(pairs))
+                reports.non_consecutive[abs_path] = list(reversed(pairs)) + earlier
             else:
                 # A TreeMap keyed by the previous offset: ascending, the last pair wins.
-                self.reports.non_consecutive[abs_path] = sorted(dict(pairs).items())
+                reports.non_consecutive[abs_path] = sorted({**dict(earlier), **dict(pairs)}.items())
 
     # -- indexes
 
@@ -663,10 +735,14 @@ class DumpRun:
             if mismatches:
                 self.problems += len(mismatches)
                 abs_path = os.path.abspath(path)
+                reports = self.reports
+                reports.called("index_mismatches", abs_path, len(mismatches))  # one put per mismatch
+                earlier = reports.index_mismatches.get(abs_path, [])
                 if self.options.kafka_version < 4:
-                    self.reports.index_mismatches[abs_path] = list(reversed(mismatches))
+                    reports.index_mismatches[abs_path] = list(reversed(mismatches)) + earlier
                 else:
-                    self.reports.index_mismatches[abs_path] = sorted(dict(mismatches).items(), reverse=True)
+                    reports.index_mismatches[abs_path] = sorted({**dict(earlier), **dict(mismatches)}.items(),
+                                                                reverse=True)
 
     def _sanity(self, path: str, index: "_IndexFile", base: int, kind: str) -> None:
         from plog.formats import indexes
@@ -679,7 +755,9 @@ class DumpRun:
             else:
                 indexes.sanity_check_time_index_ends(index.length, first, last, base, name)
         except CorruptIndexError as e:
-            # Kafka throws (no "passed" line, exit 1); plog reports it and counts a problem.
+            # Kafka throws: no "passed" line, and the tool dies (exit 1).
+            if self._kafka_dies:
+                raise FormatError(f"{java_file_path(path)} failed sanity check: {e.reason}") from None
             self.problems += 1
             self.err(f"{java_file_path(path)} failed sanity check: {e.reason}")
             return
@@ -695,12 +773,18 @@ class DumpRun:
         log_path = os.path.join(directory, stem + ".log")
         log_size = os.path.getsize(log_path)
         index_path = os.path.join(directory, stem + ".index")
+        if self._kafka_dies and not os.path.exists(index_path):
+            # Kafka opens the offset index with maxIndexSize -1: a missing one is created
+            # (empty) and then rejected, before the time index is read.
+            raise FormatError(f"{index_path}: the offset index of {os.path.basename(path)} is missing "
+                              "(Kafka: IllegalArgumentException: Invalid max index size: -1)")
         with _IndexFile(path, 12) as time_index, _IndexFile(index_path, 8, missing_ok=True) as offset_index:
             if self.options.index_sanity_check:
                 self._sanity(path, time_index, base, "time")
                 return
             abs_path = os.path.abspath(path)
             reports = self.reports
+            v3 = self.options.kafka_version < 4
             offsets_buf = offset_index.buffer()
             prev_timestamp = -1
             for i, (timestamp, rel) in enumerate(time_index.iter_pairs(">qi")):
@@ -710,18 +794,18 @@ class DumpRun:
                 position = offset_index_lookup(offsets_buf, offset_index.entries, base, offset).position
                 batch = _find_batch(log_path, position, offset)
                 if batch is None:
-                    reports.time_not_found.setdefault(abs_path, []).append((offset, -1))
+                    reports.time_error("time_not_found", abs_path, (offset, -1), v3)
                     self.problems += 1
                 elif batch[0] != offset:
-                    reports.time_not_found.setdefault(abs_path, []).append((offset, batch[0]))
+                    reports.time_error("time_not_found", abs_path, (offset, batch[0]), v3)
                     self.problems += 1
                 else:
                     max_timestamp = batch[1]
                     if max_timestamp != timestamp:
-                        reports.time_mismatch.setdefault(abs_path, []).append((timestamp, max_timestamp))
+                        reports.time_error("time_mismatch", abs_path, (timestamp, max_timestamp), v3)
                         self.problems += 1
                     if prev_timestamp >= timestamp:
-                        reports.time_out_of_order.setdefault(abs_path, []).append((timestamp, prev_timestamp))
+                        reports.time_error("time_out_of_order", abs_path, (timestamp, prev_timestamp), v3)
                         self.problems += 1
                 if not self.options.verify_index_only:
                     self.renderer.time_entry(path, timestamp, offset)
@@ -737,7 +821,7 @@ class DumpRun:
         if len(data) > _SNAPSHOT_READ_LIMIT:
             raise FormatError(f"{path}: producer snapshot larger than {_SNAPSHOT_READ_LIMIT} bytes")
         try:
-            entries = decode_snapshot(data, strict=False)
+            entries = decode_snapshot(data, strict=False, kafka_version=self.options.kafka_version)
         except CorruptSnapshotError as e:
             # Kafka prints the message on stderr and goes on (exit 0).
             self.renderer.snapshot_error(path, e.reason)
@@ -766,20 +850,20 @@ class DumpRun:
         """Print the end-of-run reports, in the order Kafka's maps iterate."""
         r = self.renderer
         reports = self.reports
-        java = self.options.kafka_version >= 4
+        scala = self.options.kafka_version < 4
 
-        def order(m: dict) -> list[str]:
-            return java_hash_map_order(list(m), compute_if_absent=java)
+        def order(name: str) -> list[str]:
+            return report_map_order(reports.calls.get(name, []), scala)
 
-        for path in order(reports.index_mismatches):
+        for path in order("index_mismatches"):
             r.index_mismatches(path, reports.index_mismatches[path])
-        for path in order(reports.time_mismatch):
+        for path in order("time_mismatch"):
             r.time_mismatches(path, reports.time_mismatch[path])
-        for path in order(reports.time_out_of_order):
+        for path in order("time_out_of_order"):
             r.time_out_of_order(path, reports.time_out_of_order[path])
-        for path in order(reports.time_not_found):
+        for path in order("time_not_found"):
             r.time_not_found(path, reports.time_not_found[path])
-        for path in order(reports.non_consecutive):
+        for path in order("non_consecutive"):
             r.non_consecutive(path, reports.non_consecutive[path])
 
 
@@ -931,6 +1015,6 @@ __all__ = [
     "TextRenderer",
     "file_kind",
     "java_file_path",
-    "java_hash_map_order",
+    "report_map_order",
     "log_header",
 ]

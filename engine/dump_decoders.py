@@ -31,7 +31,16 @@ KAFKA_DECODER_CLASSES = {
     "org.apache.kafka.tools.api.StringDecoder": "string",
     "kafka.serializer.StringDecoder": "string",
     "org.apache.kafka.tools.api.IntegerDecoder": "int",
+    "kafka.serializer.IntegerDecoder": "int",
     "org.apache.kafka.tools.api.LongDecoder": "long",
+    "kafka.serializer.LongDecoder": "long",
+}
+#: The Scala decoders Kafka 3.8-3.9 still accepts, mapping each to its tools-api class
+#: with a notice on stdout (``DumpLogSegments.convertDeprecatedDecoderClass``).
+DEPRECATED_DECODER_CLASSES = {
+    "kafka.serializer.StringDecoder": "org.apache.kafka.tools.api.StringDecoder",
+    "kafka.serializer.IntegerDecoder": "org.apache.kafka.tools.api.IntegerDecoder",
+    "kafka.serializer.LongDecoder": "org.apache.kafka.tools.api.LongDecoder",
 }
 BYTES_DECODERS = ("string", "hex", "base64", "json", "int", "long")
 RECORD_DECODERS = ("offsets", "transaction-log", "cluster-metadata")
@@ -86,6 +95,16 @@ def resolve_decoder_name(name: str) -> str:
             f"or a Kafka class ({', '.join(KAFKA_DECODER_CLASSES)})"
         )
     return name
+
+
+def deprecated_decoder_notices(key: str | None, value: str | None) -> tuple[str, ...]:
+    """The lines Kafka 3.8-3.9's tool prints each time it creates its decoders (before
+    every log it dumps, value decoder first) for the deprecated class names given."""
+    out = []
+    for name in (value, key):
+        if name in DEPRECATED_DECODER_CLASSES:
+            out.append(f"{name} is deprecated. Please use {DEPRECATED_DECODER_CLASSES[name]} instead")
+    return tuple(out)
 
 
 class Decoder:
@@ -166,7 +185,8 @@ class OffsetsDecoder(_CoordinatorDecoder):
 
         k = offsets_topic.decode_key(key)
         v = offsets_topic.decode_value(k, value)
-        return offsets_topic.dump_key_json(k, kafka_version=self.kafka_version), offsets_topic.dump_value_json(v)
+        return (offsets_topic.dump_key_json(k, kafka_version=self.kafka_version),
+                offsets_topic.dump_value_json(v, kafka_version=self.kafka_version))
 
 
 class TransactionLogDecoder(_CoordinatorDecoder):
@@ -230,12 +250,14 @@ def make_decoder(record_decoder: str | None, key: str = "string", value: str = "
 __all__ = [
     "BYTES_DECODERS",
     "ClusterMetadataDecoder",
+    "DEPRECATED_DECODER_CLASSES",
     "Decoder",
     "DecoderError",
     "KAFKA_DECODER_CLASSES",
     "OffsetsDecoder",
     "RECORD_DECODERS",
     "TransactionLogDecoder",
+    "deprecated_decoder_notices",
     "make_decoder",
     "resolve_decoder_name",
 ]

@@ -40,7 +40,7 @@ OffsetCommitValue versions (Kafka writes 3, or 1 when an expire timestamp is giv
     v1  offset, metadata, commitTimestamp, expireTimestamp int64
     v2  offset, metadata, commitTimestamp
     v3  offset, leaderEpoch int32, metadata, commitTimestamp
-    v4  v3, flexible (compact string, tagged fields)
+    v4  v3, flexible (compact string, tagged fields); Kafka 4.x: tagged topicId (tag 0)
 
 GroupMetadataValue versions (Kafka writes 3)::
 
@@ -100,6 +100,8 @@ OFFSET_COMMIT_VALUE = Struct(
         Field("metadata", "string"),
         Field("commitTimestamp", "int64"),
         Field("expireTimestamp", "int64", "1", default=-1),
+        # Kafka 4.x (not 3.x): a tagged topic id, printed by the dump when not zero.
+        Field("topicId", "uuid", "4+", tagged=0),
     ],
     valid_versions="0-4",
     flexible_versions="4+",
@@ -683,14 +685,18 @@ def dump_key_json(key: OffsetsKey, kafka_version: int = 4) -> str:
     return jackson_dumps({"type": type_text, "data": to_kafka_json(rt.key_schema, 0, key.fields)})
 
 
-def dump_value_json(value: OffsetsValue | None) -> str:
+def dump_value_json(value: OffsetsValue | None, kafka_version: int = 4) -> str:
     """The payload text of ``kafka-dump-log.sh --offsets-decoder``; ``<DELETE>`` for a
     tombstone. For a classic group whose protocolType is ``consumer``, each member's
     ``subscription`` and ``assignment`` are replaced by their decoded JSON, read at the
-    version they carry; bytes that do not decode stay base64, as Kafka does."""
+    version they carry; bytes that do not decode stay base64, as Kafka does.
+    ``kafka_version`` 3: Kafka 3.x's schemas, where OffsetCommitValue has no ``topicId``
+    (tag 0 is an unknown tagged field there, not printed)."""
     if value is None:
         return "<DELETE>"
     data = to_kafka_json(value.schema, value.version, value.fields)
+    if kafka_version < 4 and value.schema is OFFSET_COMMIT_VALUE:
+        data.pop("topicId", None)
     if value.kind == "group_metadata" and data.get("protocolType") == CONSUMER_PROTOCOL_TYPE:
         for node, member in zip(data.get("members") or (), value.fields.get("members") or ()):
             for name, schema in (

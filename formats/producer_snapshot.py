@@ -17,7 +17,8 @@ captured. Layout (Kafka's non-flexible ``PID_SNAPSHOT_MAP_SCHEMA``), big-endian:
          34     int32  coordinator_epoch         -1 if never set
          38     int64  current_txn_first_offset  first offset of the open transaction, or -1
 
-Reading follows ``ProducerStateManager.readSnapshot`` in its order and with its messages:
+Reading follows Kafka 3.x's ``ProducerStateManager.readSnapshot`` in its order and with its
+messages (``decode_snapshot(kafka_version=4)``: Kafka 4.x's order and messages):
 first the schema parse ("Snapshot failed schema validation: Error reading field '<f>': ..."
 for a file too short for a field, a negative count, or a count larger than the bytes left),
 then the version ("Snapshot contained an unknown file version N"), then the CRC ("Snapshot is
@@ -110,15 +111,50 @@ def _schema_error(detail: str) -> CorruptSnapshotError:
     return CorruptSnapshotError(f"Snapshot failed schema validation: {detail}")
 
 
+def _check_v4(view: memoryview) -> None:
+    """Kafka 4.x's ``ProducerStateManager.readSnapshot`` up to the CRC check (as in 4.3.1).
+
+    It reads the int16 version and checks it, then parses the generated ``ProducerSnapshot``
+    message, all inside one ``catch (Exception e)`` that turns any failure into
+    ``Snapshot failed schema validation: <e.getMessage()>``: a buffer underflow has no
+    message (``null``), a version other than 1 is the wrapped "unknown file version", and a
+    count larger than the bytes left is the generated reader's "Tried to allocate a
+    collection" message. Bytes after the last entry are ignored, as in 3.x."""
+    size = len(view)
+    if size < CRC_OFFSET:
+        raise _schema_error("null")
+    version = struct.unpack_from(">h", view, 0)[0]
+    if version != PRODUCER_SNAPSHOT_VERSION:
+        raise _schema_error(f"Snapshot contained an unknown file version {version}")
+    if size < ENTRIES_OFFSET:
+        raise _schema_error("null")  # the crc or the array length runs off the end
+    count = struct.unpack_from(">i", view, PRODUCER_ENTRIES_OFFSET)[0]
+    remaining = size - ENTRIES_OFFSET
+    if count < 0:
+        raise _schema_error("non-nullable field producerEntries was serialized as null")
+    if count > remaining:
+        raise _schema_error(f"Tried to allocate a collection of size {count}, but there are only "
+                            f"{remaining} bytes remaining.")
+    if count * ENTRY_SIZE > remaining:
+        raise _schema_error("null")  # an entry's field runs off the end
+
+
 def snapshot_crc(buf) -> int:
     """CRC-32C of bytes [6, EOF), the value stored at bytes 2-5."""
     return crc32c.crc32c(memoryview(buf)[PRODUCER_ENTRIES_OFFSET:])
 
 
-def decode_snapshot(buf, strict: bool = True) -> list[ProducerSnapshotEntry]:
-    """Decode a producer snapshot file's bytes into its entries, in file order."""
+def decode_snapshot(buf, strict: bool = True, kafka_version: int = 3) -> list[ProducerSnapshotEntry]:
+    """Decode a producer snapshot file's bytes into its entries, in file order.
+
+    ``kafka_version`` picks whose checks and messages a corrupt file gets: 3 (the default)
+    is the schema-based reader of Kafka 3.x described above; 4 is Kafka 4.x's, which reads
+    the version first and then the generated ``ProducerSnapshot`` message
+    (:func:`_check_v4`)."""
     view = memoryview(buf)
     size = len(view)
+    if kafka_version >= 4:
+        _check_v4(view)
     # Schema.read, field by field: version, crc, then the array.
     if size < CRC_OFFSET:
         raise _schema_error(f"Error reading field 'version': {_UNDERFLOW}")
