@@ -69,3 +69,58 @@ class LogDirError(EngineError):
 
 class KafkaStorageError(EngineError):
     """An I/O failure while writing; the log is not known to be intact past this point."""
+
+
+# -- the embedded cluster's front (topics, produce, consume, groups, reassignment) ----------
+
+
+class TopicExistsError(EngineError):
+    """A create of a topic that exists, or collides with one (``TopicExistsException``)."""
+
+
+class UnknownTopicOrPartitionError(EngineError):
+    """A topic or partition the data directory does not have (``UnknownTopicOrPartitionException``)."""
+
+
+class InvalidPartitionsError(EngineError):
+    """A partition count Kafka rejects: not positive, or not above the current count (``InvalidPartitionsException``)."""
+
+
+class InvalidReplicationFactorError(EngineError):
+    """A replication factor Kafka rejects: not positive, or above the broker count (``InvalidReplicationFactorException``)."""
+
+
+class InvalidReplicaAssignmentError(EngineError):
+    """A hand-given replica assignment or reassignment plan Kafka rejects (``InvalidReplicaAssignmentException``)."""
+
+
+class BrokerNotAvailableError(EngineError):
+    """A broker id the data directory does not have."""
+
+
+class InvalidOffsetSpecError(EngineError, ValueError):
+    """An ``--offset``/``--to-datetime`` text outside the offset language (DESIGN.md)."""
+
+
+class InputRecordError(EngineError, ValueError):
+    """A producer input line that does not parse; names the line number."""
+
+    def __init__(self, line_number: int, message: str):
+        super().__init__(f"line {line_number}: {message}")
+        self.line_number = line_number
+
+
+class NoOffsetForPartitionError(EngineError):
+    """No committed offset and ``auto.offset.reset=none`` (``NoOffsetForPartitionException``)."""
+
+
+class GroupError(EngineError):
+    """A consumer group operation that cannot proceed (unknown member, non-empty group, bad state)."""
+
+
+class GroupNotEmptyError(GroupError):
+    """Deleting or resetting a group that has active members (``GroupNotEmptyException``)."""
+
+
+class LockTimeoutError(EngineError):
+    """Waiting for another plog process to release a log directory took too long."""
