@@ -140,11 +140,14 @@ class Log:
     # -- append ---------------------------------------------------------------------------------
 
     def append_as_leader(self, records: bytes | bytearray, *, leader_epoch: int = 0,
-                         origin: str = "client") -> LogAppendInfo:
+                         origin: str = "client", flush: bool = True) -> LogAppendInfo:
         """Validate one producer batch as Kafka's leader does, assign its offsets, append.
 
         ``records`` must hold exactly one v2 batch with base offset 0 (what a producer
         sends). Raises a typed engine error for anything Kafka would reject.
+        ``flush=False`` leaves the durability decision to the caller, who appends a group
+        of batches and then calls :meth:`flush` once (a group commit, as one produce
+        request of many batches is one fsync).
         """
         self._check_open()
         buf = bytearray(records)
@@ -177,7 +180,7 @@ class Log:
             append_info.append(written)
         info = LogAppendInfo(first_offset, last_offset, max_ts, last_offset, log_append_time, self.log_start_offset,
                              batch.records_count, len(buf))
-        self._append(buf, info, leader_epoch, batches=[written], validated=append_info)
+        self._append(buf, info, leader_epoch, batches=[written], validated=append_info, flush=flush)
         return info
 
     def _validate_producer_batch(self, buf: bytearray, origin: str) -> RecordBatch:
@@ -227,7 +230,7 @@ class Log:
                         f"Compacted topic cannot accept message without key in topic partition {self.name}.")
         return batch
 
-    def append_as_follower(self, records: bytes) -> LogAppendInfo:
+    def append_as_follower(self, records: bytes, *, flush: bool = True) -> LogAppendInfo:
         """Append batches that already carry their offsets (replication, repair tools):
         offsets must start at the LEO and increase."""
         self._check_open()
@@ -249,7 +252,7 @@ class Log:
             count += (b.records_count or 1)
         info = LogAppendInfo(batches[0].base_offset, batches[-1].last_offset, max_ts, max_off, -1,
                              self.log_start_offset, count, len(buf))
-        self._append(bytearray(buf), info, None, batches=batches)
+        self._append(bytearray(buf), info, None, batches=batches, flush=flush)
         return info
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
@@ -267,7 +270,7 @@ class Log:
         return info
 
     def _append(self, buf: bytearray, info: LogAppendInfo, leader_epoch: int | None, *, batches,
-                validated=None) -> None:
+                validated=None, flush: bool = True) -> None:
         """Write validated bytes to the (maybe new) active segment and advance the log.
 
         ``validated`` is a producer append already checked against producer state (a
@@ -294,6 +297,12 @@ class Log:
         self.log_end_offset = info.last_offset + 1
         self.high_watermark = self.log_end_offset
         self._unflushed_messages += info.records_count
+        if flush:
+            self._maybe_flush()
+
+    def maybe_flush(self) -> None:
+        """Apply the durability policy after a group of ``flush=False`` appends:
+        ``plog.fsync.on.produce``, else ``flush.messages`` / ``flush.ms``."""
         self._maybe_flush()
 
     def _maybe_flush(self) -> None:

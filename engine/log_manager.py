@@ -81,7 +81,7 @@ class LogManager:
     """
 
     def __init__(self, log_dirs, *, default_config: LogConfig | None = None, node_id: int = 1,
-                 cluster_id: str | None = None, time_source=None):
+                 cluster_id: str | None = None, time_source=None, lazy: bool = False):
         self.log_dirs = [Path(d).resolve() for d in ([log_dirs] if isinstance(log_dirs, (str, os.PathLike)) else log_dirs)]
         if not self.log_dirs:
             raise LogDirError("no log directory given")
@@ -93,6 +93,11 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._topics: dict[str, dict] = {}
+        # lazy: after a clean shutdown, partition folders are opened on first use; until
+        # then their checkpointed values are carried over unchanged.
+        self.lazy = lazy
+        self._unloaded: dict[TopicPartition, tuple[Path, Path]] = {}
+        self._checkpoints: dict[Path, tuple[dict, dict, dict]] = {}
         self.report = StartupReport()
         self.closed = False
         try:
@@ -153,6 +158,7 @@ class LogManager:
             if (log_dir / LOG_START_OFFSET_CHECKPOINT).exists() else {}
         high_watermarks = OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read() \
             if (log_dir / REPLICATION_OFFSET_CHECKPOINT).exists() else {}
+        self._checkpoints[log_dir] = (recovery_points, log_starts, high_watermarks)
         for entry in sorted(os.listdir(log_dir)):
             path = log_dir / entry
             if not path.is_dir() or entry == "remote-log-index-cache":
@@ -171,19 +177,31 @@ class LogManager:
             if kind in ("stray", "future"):
                 self.report.actions.append(f"left {entry} alone ({kind})")
                 continue
-            if tp in self.logs:
+            if tp in self.logs or tp in self._unloaded:
                 raise LogDirError(f"Duplicate log directories for {tp} are found in both "
                                   f"{self._log_dir_of[tp] / entry} and {path}")
-            config = self.topic_config(tp.topic)
-            log = Log.open(path, config, log_start_offset=log_starts.get(tp, 0),
-                           recovery_point=recovery_points.get(tp, 0), had_clean_shutdown=clean,
-                           time_source=self._now)
-            hw = high_watermarks.get(tp)
-            if hw is not None:
-                log.high_watermark = max(log.log_start_offset, min(hw, log.log_end_offset))
-            self.logs[tp] = log
             self._log_dir_of[tp] = log_dir
-            self.report.logs.append(log.load_report)
+            if self.lazy and clean:
+                self._unloaded[tp] = (log_dir, path)
+                continue
+            self._open_log(tp, log_dir, path, clean)
+
+    def _open_log(self, tp: TopicPartition, log_dir: Path, path: Path, clean: bool) -> Log:
+        recovery_points, log_starts, high_watermarks = self._checkpoints.get(log_dir, ({}, {}, {}))
+        log = Log.open(path, self.topic_config(tp.topic), log_start_offset=log_starts.get(tp, 0),
+                       recovery_point=recovery_points.get(tp, 0), had_clean_shutdown=clean,
+                       time_source=self._now)
+        hw = high_watermarks.get(tp)
+        if hw is not None:
+            log.high_watermark = max(log.log_start_offset, min(hw, log.log_end_offset))
+        self.logs[tp] = log
+        self._log_dir_of[tp] = log_dir
+        self.report.logs.append(log.load_report)
+        return log
+
+    def partitions(self) -> list[TopicPartition]:
+        """Every partition of these log directories, opened or not (lazy mode)."""
+        return sorted({*self.logs, *self._unloaded})
 
     # -- topics ---------------------------------------------------------------------------------------
 
@@ -212,6 +230,18 @@ class LogManager:
                 log.config = config
         return config
 
+    def adopt_topics(self, topics: dict[str, dict]) -> None:
+        """Take topic ids and configs from an outer source of truth (a plog data directory's
+        metadata) before any partition opens; the topics file is rewritten only if it differs."""
+        for name, entry in topics.items():
+            LogConfig.from_properties(entry.get("configs", {}), self.default_config)
+        if topics != self._topics:
+            self._topics = {name: {"topic_id": e.get("topic_id"), "configs": dict(e.get("configs", {}))}
+                            for name, e in topics.items()}
+            self._write_topics_file()
+        for tp, log in self.logs.items():
+            log.config = self.topic_config(tp.topic)
+
     def _write_topics_file(self) -> None:
         body = json.dumps({"version": 1, "topics": self._topics}, indent=2, sort_keys=True) + "\n"
         for log_dir in self.log_dirs:
@@ -220,13 +250,18 @@ class LogManager:
     # -- logs -----------------------------------------------------------------------------------------
 
     def get_log(self, tp: TopicPartition) -> Log | None:
-        return self.logs.get(TopicPartition(*tp))
+        tp = TopicPartition(*tp)
+        log = self.logs.get(tp)
+        if log is None and tp in self._unloaded:
+            log_dir, path = self._unloaded.pop(tp)
+            log = self._open_log(tp, log_dir, path, True)
+        return log
 
     def get_or_create_log(self, tp, *, config: dict[str, str] | None = None, topic_id: uuid.UUID | None = None,
                           log_dir: str | os.PathLike | None = None) -> Log:
         """The log of ``tp``, creating its folder (with ``partition.metadata``) if needed."""
         tp = TopicPartition(*tp)
-        existing = self.logs.get(tp)
+        existing = self.get_log(tp)
         if existing is not None:
             return existing
         validate_topic_name(tp.topic)
@@ -263,6 +298,7 @@ class LogManager:
     def delete_log(self, tp) -> None:
         """Kafka's delete: rename the folder to ``<tp>.<uuid>-delete``, then remove it."""
         tp = TopicPartition(*tp)
+        self.get_log(tp)
         log = self.logs.pop(tp, None)
         log_dir = self._log_dir_of.pop(tp, None)
         if log is None:
@@ -271,7 +307,7 @@ class LogManager:
         doomed = log_dir / delete_dir_name(tp)
         os.replace(log.dir, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
-        if not any(t.topic == tp.topic for t in self.logs):
+        if not any(t.topic == tp.topic for t in self.partitions()):
             self._topics.pop(tp.topic, None)
             self._write_topics_file()
 
@@ -281,13 +317,19 @@ class LogManager:
         """Write the recovery-point, log-start-offset and replication-offset checkpoints."""
         for log_dir in self.log_dirs:
             mine = {tp: log for tp, log in self.logs.items() if self._log_dir_of[tp] == log_dir}
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
-                {tp: log.recovery_point for tp, log in mine.items()})
-            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
-                {tp: log.log_start_offset for tp, log in mine.items()
-                 if log.log_start_offset > log.segments.first.base_offset})
-            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
-                {tp: log.high_watermark for tp, log in mine.items()})
+            # Partitions never opened (lazy mode) keep their checkpointed values.
+            old_rp, old_ls, old_hw = self._checkpoints.get(log_dir, ({}, {}, {}))
+            untouched = [tp for tp, (d, _) in self._unloaded.items() if d == log_dir]
+            recovery = {tp: old_rp[tp] for tp in untouched if tp in old_rp}
+            recovery.update({tp: log.recovery_point for tp, log in mine.items()})
+            starts = {tp: old_ls[tp] for tp in untouched if tp in old_ls}
+            starts.update({tp: log.log_start_offset for tp, log in mine.items()
+                           if log.log_start_offset > log.segments.first.base_offset})
+            hws = {tp: old_hw[tp] for tp in untouched if tp in old_hw}
+            hws.update({tp: log.high_watermark for tp, log in mine.items()})
+            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(recovery)
+            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(starts)
+            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(hws)
 
     def close(self) -> None:
         """Close every log, write the checkpoints and the clean-shutdown markers, unlock."""
