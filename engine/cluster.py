@@ -163,6 +163,21 @@ def _flock(path: Path, timeout_s: float) -> Iterator[None]:
         os.close(fd)  # closing drops the flock
 
 
+@dataclass(frozen=True)
+class PartitionDescription:
+    """``plog topics describe`` for one partition. ``isr``: the replicas whose folder
+    exists (every replica is written synchronously; replication lag comes later)."""
+
+    tp: TopicPartition
+    leader: int | None
+    replicas: list[int]
+    isr: list[int]
+    log_start_offset: int | None
+    log_end_offset: int | None
+    size: int | None
+    segments: int
+
+
 class DataDir:
     """A plog data directory (or, read-only, one Kafka log directory). See the module doc."""
 
@@ -305,6 +320,26 @@ class DataDir:
         if not path.is_dir():
             raise UnknownTopicOrPartitionError(f"no folder for {tp} at {path}")
         return Log.open(path, self.topic_config(tp.topic), writable=False)
+
+    def describe_partitions(self, topic: str) -> list["PartitionDescription"]:
+        """Per partition: leader, replicas, ISR, and the leader replica's offsets and size as
+        on disk now (read-only)."""
+        t = self.topic(topic)
+        out = []
+        for p, replicas in enumerate(t.replicas):
+            tp = TopicPartition(topic, p)
+            online = [b for b in replicas if self.partition_path(tp, b).is_dir()]
+            start = end = size = None
+            segments = 0
+            if replicas[0] in online:
+                log = self.open_reader(tp, replicas[0])
+                try:
+                    start, end, size, segments = log.log_start_offset, log.log_end_offset, log.size, len(log.segments)
+                finally:
+                    log.close()
+            out.append(PartitionDescription(tp, replicas[0] if replicas[0] in online else None, list(replicas),
+                                            online, start, end, size, segments))
+        return out
 
     # -- topic administration ---------------------------------------------------------------
 
@@ -604,6 +639,7 @@ __all__ = [
     "ClusterWriter",
     "DataDir",
     "DEFAULT_DATA_DIR",
+    "PartitionDescription",
     "GROUP_METADATA_TOPIC_NAME",
     "ReadOnlyDataDirError",
     "TopicMetadata",

@@ -318,6 +318,15 @@ class Producer:
         if self.idempotent:
             self._sequences[tp] = (seq + len(batch.records)) & 0x7FFFFFFF
 
+    def release(self) -> None:
+        """Give back a held data directory (``hold_lock``) after a flush; the next send round
+        takes it again. For callers about to wait for input."""
+        if self._ready or self._open:
+            self.flush()
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+
     def send_many(self, topic: str, records: Iterable[tuple]) -> int:
         """Send ``(key, value)`` or ``(key, value, headers, partition, timestamp_ms)`` tuples;
         returns how many were queued (a convenience for bulk loads)."""

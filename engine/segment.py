@@ -268,8 +268,7 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """§7.7: the first batch at or after the index position whose last offset >= offset."""
-        mapping = self.offset_index.lookup(offset)
-        start = max(mapping.position, starting_position)
+        start = max(self._index_position(offset), starting_position)
         for batch in FileBatches(self.log_path, start, self.size, chunk_size=LOOKUP_CHUNK):
             if batch.last_offset >= offset:
                 return LogOffsetPosition(batch.last_offset, batch.position, batch.size_in_bytes)
@@ -301,8 +300,11 @@ class LogSegment:
         """§7.8: the first record with timestamp >= ``timestamp`` and offset >= start."""
         if starting_offset is None:
             starting_offset = self.base_offset
-        ts_offset = self.time_index.lookup(timestamp)
-        position = self.offset_index.lookup(max(ts_offset.offset, starting_offset)).position
+        if self.writable or self.time_index.exists:
+            ts_offset = self.time_index.lookup(timestamp)
+            position = self._index_position(max(ts_offset.offset, starting_offset))
+        else:
+            position = self._index_position(starting_offset)
         for batch in FileBatches(self.log_path, position, self.size, chunk_size=LOOKUP_CHUNK):
             if batch.max_timestamp >= timestamp:
                 for record in batch.records():
@@ -312,9 +314,17 @@ class LogSegment:
                         return TimestampAndOffset(record.timestamp, record.offset, epoch)
         return None
 
+    def _index_position(self, offset: int) -> int:
+        """The offset index's lower-bound position for ``offset``; 0 (scan from the start)
+        when a read-only view finds no index file (a broker or writer that had not made it)."""
+        if not self.writable and not self.offset_index.exists:
+            return 0
+        return self.offset_index.lookup(offset).position
+
     def read_next_offset(self) -> int:
         """§8.7: next offset after the last batch, or the base offset when empty."""
-        start = self.translate_offset(self.offset_index.last_offset) if self.offset_index.entries else None
+        has_index = self.writable or self.offset_index.exists
+        start = self.translate_offset(self.offset_index.last_offset) if has_index and self.offset_index.entries else None
         position = start.position if start is not None else 0
         next_offset = self.base_offset
         for batch in FileBatches(self.log_path, position, self.size):
