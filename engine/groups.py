@@ -320,7 +320,11 @@ class GroupCoordinator:
             if self.data_dir.has_topic(t):
                 partitions_per_topic[t] = self.data_dir.topic(t).partitions
         previous = {tp: m.member_id for m in members for tp in m.assignment}
+        # What each member's consumer would send in JoinGroup: owned partitions and, for the
+        # sticky assignors, the user data their previous assignment produced.
         subs = {m.member_id: Subscription(tuple(t for t in m.topics if t in partitions_per_topic),
+                                          user_data=assignor.subscription_user_data(m.assignment, group.generation - 1)
+                                          if m.assignment else None,
                                           owned_partitions=tuple(m.assignment), generation_id=group.generation - 1,
                                           group_instance_id=m.group_instance_id)
                 for m in members}

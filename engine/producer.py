@@ -228,6 +228,60 @@ class Producer:
             self._send_ready()
         return FutureRecordMetadata(self, batch, index)
 
+    def send_values(self, topic: str, values, partition: int | None = None) -> int:
+        """Queue keyless, header-less records stamped now: the bulk path of ``plog produce``
+        for plain lines. Same batching, partitioning and rounds as :meth:`send`, without a
+        future per record; returns how many were queued."""
+        if self.closed:
+            raise ProducerError("send after the producer was closed")
+        n = self._num_partitions.get(topic) or self.partitions_for(topic)
+        sticky = None
+        if partition is None:
+            sticky = self._sticky.get(topic)
+            if sticky is None:
+                sticky = self._sticky[topic] = StickyPartitioner(n, batch_size=self.batch_size, rng=self._rng)
+        elif not 0 <= partition < n:
+            raise UnknownTopicOrPartitionError(f"Partition {partition} of topic '{topic}' does not exist (it has {n})")
+        limit = self.max_request_size - _BATCH_OVERHEAD - _RECORD_OVERHEAD
+        batch_size = self.batch_size
+        clock = time.time
+        count = 0
+        tp = batch = None
+        for value in values:
+            size = _RECORD_OVERHEAD + len(value)
+            if size > limit:
+                raise RecordTooLargeError(
+                    f"The message is {size + _BATCH_OVERHEAD} bytes when serialized which is larger than "
+                    f"{self.max_request_size}, which is the value of the max.request.size configuration.")
+            p = sticky.partition() if sticky is not None else partition
+            if tp is None or tp.partition != p:
+                tp = TopicPartition(topic, p)
+                batch = self._open.get(tp)
+            if batch is not None and batch.size + size > batch_size:
+                self._close_batch(batch)
+                batch = None
+            if batch is None:
+                batch = self._open[tp] = _Batch(tp)
+            records = batch.records
+            records.append((len(records), int(clock() * 1000), None, value))
+            batch.size += size
+            full = batch.size >= batch_size
+            if full:
+                self._close_batch(batch)
+                batch = None
+            if sticky is not None:
+                sticky.record_appended(size, full)
+            count += 1
+            if self._ready_bytes >= self.max_request_size:
+                self._send_ready()
+        if count:
+            now = time.monotonic() * 1000
+            if self._first_linger_ms is None:
+                self._first_linger_ms = now
+            elif now - self._first_linger_ms >= self.linger_ms:
+                self.flush()
+        return count
+
     def _close_batch(self, batch: _Batch) -> None:
         del self._open[batch.tp]
         self._ready.append(batch)

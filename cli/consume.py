@@ -1,0 +1,170 @@
+"""``plog consume TOPIC``: records out of a topic, standalone or in a consumer group."""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from .common import data_dir_option, open_data_dir
+from .main import app
+
+NAMED_FORMATS = ("text", "jsonl", "json")
+
+
+@app.command(
+    "consume",
+    epilog=(
+        "Examples:\n\n"
+        "  plog consume orders -e                               (every record's value, then exit)\n\n"
+        "  plog consume orders --offset -10 -e --format '%p %o %k=%v\\n'\n\n"
+        "  plog consume orders --partition 0 --offset 100:+5 --format jsonl\n\n"
+        "  plog consume orders --offset @-15m                   (from 15 minutes ago, then follow)\n\n"
+        "  plog consume orders --group billing                  (committed offsets, auto-commit)\n\n"
+        "--offset (per partition): earliest | latest | committed | N | +N (N after the log start) | -N "
+        "(N before the end) | @<ms> | @<ISO-8601> | @-<duration> (@-15m, @-2h30m) | ranges A:B with B "
+        "exclusive (A:+N reads N records). Default: earliest, as kcat and rpk (kafka-console-consumer "
+        "starts at latest). With --group, positions come from the group's committed offsets, and "
+        "--offset earliest|latest only chooses where a partition without one starts "
+        "(auto.offset.reset); use plog groups reset-offsets to move a group.\n\n"
+        "--format: text (the value, one per line), jsonl (one binary-safe JSON object per record: "
+        "topic, partition, offset, timestamp, timestampType, key, value, headers; plog produce "
+        "--input-format jsonl reads it back), json (one array), or a template: %t topic, %p partition, "
+        "%o offset, %k key, %v value, %K key length, %S value length, %T timestamp, %h headers, %% and "
+        "\\n \\t escapes (null keys/values print empty, as in kcat).\n\n"
+        "--isolation-level read_committed skips aborted transactions and stops at the last stable "
+        "offset. Without -e (or --count, or a range end) the command follows the topic, waiting for new "
+        "records, until Ctrl-C (which commits, with --group). Works read-only on a stopped broker's log "
+        "directory (--data-dir /var/lib/kafka), reading a group's offsets there but never committing.\n\n"
+        "Exit status: 0 success, 1 error, 2 usage error, 130 interrupted."
+    ),
+)
+def consume(
+    topic: str = typer.Argument(..., help="Topic to read."),
+    group: Optional[str] = typer.Option(None, "--group", "-g", help="Consumer group (subscribe, commit offsets)."),
+    partition: Optional[List[int]] = typer.Option(None, "--partition", "-p", min=0,
+                                                  help="Only these partitions (repeatable; no group rebalancing)."),
+    offset: Optional[str] = typer.Option(None, "--offset", "-o", help="Where to start (and stop); see below."),
+    from_beginning: bool = typer.Option(False, "--from-beginning", help="Same as --offset earliest."),
+    count: Optional[int] = typer.Option(None, "--count", "-c", min=0, help="Stop after this many records."),
+    exit_at_end: bool = typer.Option(False, "--exit-at-end", "-e", help="Stop at the end instead of following."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text, jsonl, json or a %-template."),
+    isolation_level: str = typer.Option("read_uncommitted", "--isolation-level",
+                                        help="read_uncommitted or read_committed."),
+    commit: bool = typer.Option(True, "--commit/--no-commit", help="With --group: commit offsets (auto-commit)."),
+    strategy: Optional[List[str]] = typer.Option(None, "--assignment-strategy",
+                                                 help="range, roundrobin, sticky, cooperative-sticky."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
+    data_dir: str = data_dir_option(),
+) -> None:
+    """Consume records: from offsets, times or a group's committed position; follow or exit at the end."""
+    from plog.engine.consumer import Consumer
+    from plog.engine.offset_spec import parse_offset_range
+    import json
+
+    from plog.engine.record_io import compile_template, format_jsonl, record_to_json
+
+    if isolation_level not in ("read_uncommitted", "read_committed"):
+        raise typer.BadParameter("must be read_uncommitted or read_committed", param_hint="--isolation-level")
+    if from_beginning:
+        if offset is not None:
+            raise typer.BadParameter("give --from-beginning or --offset, not both", param_hint="--offset")
+        offset = "earliest"
+    rng = parse_offset_range(offset or "earliest")
+    if group is not None and not partition:
+        if rng.end is not None or rng.start.kind not in ("earliest", "latest", "committed"):
+            raise typer.BadParameter("with --group, --offset is earliest or latest (where partitions without a "
+                                     "committed offset start); use plog groups reset-offsets to move the group",
+                                     param_hint="--offset")
+    if fmt in NAMED_FORMATS:
+        render = None if fmt == "text" else format_jsonl
+    else:
+        render = compile_template(fmt)
+    text_value = fmt == "text"
+
+    dd = open_data_dir(data_dir)
+    dd.topic(topic)
+    reset = "latest" if rng.start.kind == "latest" else "earliest"
+    consumer = Consumer(dd, group_id=group, auto_offset_reset=reset, enable_auto_commit=commit,
+                        isolation_level=isolation_level, max_poll_records=10000,
+                        partition_assignment_strategy=strategy or ("range", "cooperative-sticky"))
+    ends: dict = {}
+    unprinted: dict = {}
+    out = sys.stdout.buffer
+    write = out.write
+    seen = 0
+    first_json = True
+    if fmt == "json":
+        write(b"[")
+    try:
+        if group is not None and not partition:
+            consumer.subscribe([topic])
+        else:
+            tps = [(topic, p) for p in (partition or range(dd.topic(topic).partitions))]
+            consumer.assign(tps)
+            _seek_all(consumer, tps, rng, ends)
+        done = count == 0
+        while not done:
+            records = consumer.poll(100 if not exit_at_end else 0)
+            if not records:
+                if (exit_at_end or ends and len(ends) == len(consumer.assignment())) and consumer.at_end():
+                    break
+                if ends and all(tp in consumer.paused() for tp in consumer.assignment()):
+                    break
+                continue
+            for i, rec in enumerate(records):
+                if ends:
+                    end = ends.get((rec.topic, rec.partition))
+                    if end is not None and rec.offset >= end:
+                        unprinted.setdefault((rec.topic, rec.partition), rec.offset)
+                        consumer.pause([(rec.topic, rec.partition)])
+                        continue
+                if text_value:
+                    write((rec.value or b"") + b"\n")
+                elif fmt == "json":
+                    write((b"\n" if first_json else b",\n") + json.dumps(
+                        record_to_json(rec), ensure_ascii=False).encode("utf-8"))
+                    first_json = False
+                else:
+                    write(render(rec))
+                seen += 1
+                if count is not None and seen >= count:
+                    done = True
+                    for later in records[i + 1:]:
+                        unprinted.setdefault((later.topic, later.partition), later.offset)
+                    break
+            # Records fetched but not printed are not consumed: a commit must not pass them.
+            for tp, off in unprinted.items():
+                consumer.seek(tp, off)
+            unprinted.clear()
+            _pause_finished(consumer, ends)
+            if ends and all(tp in consumer.paused() for tp in consumer.assignment()):
+                break
+            out.flush()
+    finally:
+        if fmt == "json":
+            write(b"\n]\n" if not first_json else b"]\n")
+        try:
+            out.flush()
+        finally:
+            consumer.close()
+    if not quiet:
+        print(f"consumed {seen} record(s) from {topic}", file=sys.stderr)
+
+
+def _seek_all(consumer, tps, rng, ends) -> None:
+    """Resolve the offset range per partition and position the consumer there."""
+    for tp in tps:
+        start, end = consumer.resolve_range(tp, rng)
+        consumer.seek(tp, start)
+        if end is not None:
+            ends[tp] = end
+            if start >= end:
+                consumer.pause([tp])
+
+
+def _pause_finished(consumer, ends) -> None:
+    for tp, end in ends.items():
+        if tp not in consumer.paused() and consumer.position(tp) >= end:
+            consumer.pause([tp])

@@ -1,0 +1,175 @@
+"""``plog init`` and ``plog topics create|list|describe|alter|delete``."""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from .common import data_dir_option, open_data_dir
+from .main import app
+from .output import ListFormat, emit, parse_key_values
+
+topics_app = typer.Typer(
+    help="Create, list, describe, alter and delete topics of a data directory.\n\n"
+         "Example: plog topics create orders --partitions 6 --replication-factor 2",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+)
+app.add_typer(topics_app, name="topics")
+
+EXIT = "Exit status: 0 success, 1 error (unknown topic, invalid settings), 2 usage error."
+
+
+@app.command(
+    "init",
+    epilog="Example: plog init --brokers 3 --rack r1 --rack r2 --rack r3\n\n"
+           "Creates ./plog-data (or --data-dir): cluster.json (plog's metadata) and one Kafka log "
+           "directory per broker, broker-1 ... broker-N. Without plog init, the first topics create "
+           "or produce makes a 1-broker data directory.\n\n" + EXIT,
+)
+def init(
+    brokers: int = typer.Option(1, "--brokers", "-b", min=1, max=1000, help="Number of brokers."),
+    rack: Optional[List[str]] = typer.Option(None, "--rack", help="Rack of each broker, in order (all or none)."),
+    data_dir: str = data_dir_option(),
+) -> None:
+    """Create a data directory: a small Kafka cluster of N brokers on this disk."""
+    from plog.engine.cluster import DataDir
+
+    dd = DataDir.init(data_dir, brokers, rack or None)
+    racks = "" if not rack else " (racks: " + ", ".join(f"{b.id}={b.rack}" for b in dd.brokers) + ")"
+    print(f"initialised {dd.path} with {brokers} broker(s): {', '.join(map(str, dd.broker_ids))}{racks}",
+          file=sys.stderr)
+
+
+@topics_app.command(
+    "create",
+    epilog="Examples:\n\n"
+           "  plog topics create orders --partitions 6 --replication-factor 2 --config retention.ms=86400000\n\n"
+           "  plog topics create pinned --replica-assignment 1:2,2:3,3:1\n\n"
+           "Replicas are placed with Kafka's algorithm (rack-aware when brokers have racks); "
+           "--replica-assignment gives them by hand: one comma-separated group per partition, replicas "
+           "(leader first) separated by ':'.\n\n" + EXIT,
+)
+def create(
+    name: str = typer.Argument(..., help="Topic name (Kafka's rules: [a-zA-Z0-9._-], at most 249)."),
+    partitions: Optional[int] = typer.Option(None, "--partitions", "-p", help="Number of partitions (default 1)."),
+    replication_factor: Optional[int] = typer.Option(None, "--replication-factor", "-r",
+                                                     help="Replicas per partition (default 1)."),
+    config: Optional[List[str]] = typer.Option(None, "--config", "-c", help="Topic config key=value (repeatable)."),
+    replica_assignment: Optional[str] = typer.Option(None, "--replica-assignment",
+                                                     help="Replica lists by hand, e.g. 1:2,2:3,3:1."),
+    if_not_exists: bool = typer.Option(False, "--if-not-exists", help="Succeed quietly if the topic exists."),
+    data_dir: str = data_dir_option(),
+) -> None:
+    """Create a topic with Kafka's replica placement."""
+    from plog.engine.placement import parse_replica_assignment
+
+    configs = parse_key_values(config)
+    assignment = parse_replica_assignment(replica_assignment) if replica_assignment else None
+    if assignment is not None and replication_factor is not None:
+        raise typer.BadParameter("give either --replica-assignment or --replication-factor",
+                                 param_hint="--replication-factor")
+    dd = open_data_dir(data_dir, create=True)
+    topic = dd.create_topic(name, partitions, replication_factor, configs=configs,
+                            replica_assignment=assignment, if_not_exists=if_not_exists)
+    if topic is None:
+        print(f"Topic {name} already exists.", file=sys.stderr)
+    else:
+        print(f"Created topic {name} with {topic.partitions} partition(s), replication factor "
+              f"{topic.replication_factor}.", file=sys.stderr)
+
+
+@topics_app.command(
+    "list",
+    epilog="Example: plog topics list --format json\n\nThe table shows partitions, replication factor and "
+           "non-default configs; internal topics (__consumer_offsets) only with --internal.\n\n" + EXIT,
+)
+def list_topics(
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
+    internal: bool = typer.Option(False, "--internal", help="Include internal topics."),
+    data_dir: str = data_dir_option(),
+) -> None:
+    """List the topics of a data directory."""
+    dd = open_data_dir(data_dir)
+    rows = []
+    for name in dd.topics(include_internal=internal):
+        t = dd.topic(name)
+        rows.append({"topic": name, "topic_id": t.topic_id or None, "partitions": t.partitions,
+                     "replication_factor": t.replication_factor, "configs": dict(t.configs)})
+    emit(rows, fmt, ["topic", "partitions", "replication_factor", "configs"],
+         titles={"replication_factor": "RF"}, right=("partitions", "replication_factor"))
+
+
+@topics_app.command(
+    "describe",
+    epilog="Example: plog topics describe orders\n\nPer partition: leader, replicas, in-sync replicas, log "
+           "start and end offsets, size and segments of the leader replica, as on disk now. Works on a "
+           "stopped broker's log directory too (--data-dir /var/lib/kafka).\n\n" + EXIT,
+)
+def describe(
+    names: Optional[List[str]] = typer.Argument(None, metavar="[TOPIC]...", help="Topics (default: all)."),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
+    data_dir: str = data_dir_option(),
+) -> None:
+    """Describe topics: partitions, leaders, replicas, offsets, sizes and configs."""
+    dd = open_data_dir(data_dir)
+    names = names or dd.topics(include_internal=False)
+    rows = []
+    for name in names:
+        t = dd.topic(name)
+        for p in dd.describe_partitions(name):
+            rows.append({"topic": name, "partition": p.tp.partition, "leader": p.leader, "replicas": p.replicas,
+                         "isr": p.isr, "log_start_offset": p.log_start_offset, "log_end_offset": p.log_end_offset,
+                         "size": p.size, "segments": p.segments, "configs": dict(t.configs)})
+    emit(rows, fmt, ["topic", "partition", "leader", "replicas", "isr", "log_start_offset", "log_end_offset",
+                     "size", "segments"],
+         titles={"log_start_offset": "START", "log_end_offset": "END"},
+         right=("partition", "leader", "log_start_offset", "log_end_offset", "size", "segments"))
+
+
+@topics_app.command(
+    "alter",
+    epilog="Examples:\n\n  plog topics alter orders --partitions 12\n\n"
+           "  plog topics alter orders --config retention.ms=3600000 --delete-config segment.bytes\n\n"
+           "Partitions can only be added (Kafka cannot remove them); new partitions are placed with "
+           "Kafka's algorithm, continuing from partition 0's leader. Keys of existing records stay where "
+           "they are, so keyed ordering changes for new records, as in Kafka.\n\n" + EXIT,
+)
+def alter(
+    name: str = typer.Argument(..., help="Topic name."),
+    partitions: Optional[int] = typer.Option(None, "--partitions", "-p", help="New (larger) partition count."),
+    config: Optional[List[str]] = typer.Option(None, "--config", "-c", help="Set a config key=value (repeatable)."),
+    delete_config: Optional[List[str]] = typer.Option(None, "--delete-config", help="Reset a config to its default."),
+    data_dir: str = data_dir_option(),
+) -> None:
+    """Add partitions to a topic or change its configs."""
+    if partitions is None and not config and not delete_config:
+        raise typer.BadParameter("nothing to change: give --partitions, --config or --delete-config",
+                                 param_hint="--partitions")
+    dd = open_data_dir(data_dir)
+    topic = dd.alter_topic(name, partitions=partitions, set_configs=parse_key_values(config),
+                           delete_configs=delete_config)
+    print(f"Altered topic {name}: {topic.partitions} partition(s), configs "
+          f"{', '.join(f'{k}={v}' for k, v in sorted(topic.configs.items())) or '(defaults)'}.", file=sys.stderr)
+
+
+@topics_app.command(
+    "delete",
+    epilog="Example: plog topics delete orders\n\nEach replica folder is renamed <topic>-<p>.<uuid>-delete, "
+           "as Kafka does, then removed.\n\n" + EXIT,
+)
+def delete(
+    names: List[str] = typer.Argument(..., metavar="TOPIC...", help="Topics to delete."),
+    if_exists: bool = typer.Option(False, "--if-exists", help="Succeed quietly for a missing topic."),
+    data_dir: str = data_dir_option(),
+) -> None:
+    """Delete topics and every replica of their partitions."""
+    dd = open_data_dir(data_dir)
+    for name in names:
+        if if_exists and not dd.has_topic(name):
+            continue
+        dd.delete_topic(name)
+        print(f"Deleted topic {name}.", file=sys.stderr)
