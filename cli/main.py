@@ -49,7 +49,7 @@ def root(
 
 
 # Command modules register themselves on import.
-from . import dump, lookup, ls, verify  # noqa: E402,F401  (each registers its command)
+from . import assign, consume, dump, groups, lookup, ls, produce, topics, verify  # noqa: E402,F401  (each registers its command)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -85,6 +85,12 @@ def main(argv: list[str] | None = None) -> None:
         code = getattr(e, "exit_code", ExitCode.ERROR)
         print(f"plog: error: {_one_line(e)}", file=sys.stderr)
         sys.exit(code)
+    except Exception as e:  # a bug: still one line, the traceback with --debug
+        if os.environ.get("PLOG_DEBUG"):
+            raise
+        print(f"plog: internal error: {type(e).__name__}: {_one_line(e)} (run with --debug for a traceback)",
+              file=sys.stderr)
+        sys.exit(ExitCode.ERROR)
 
 
 def _click_exception():

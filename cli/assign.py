@@ -1,0 +1,284 @@
+"""``plog assign generate|execute|verify|preferred-leaders|report``: kafka-reassign-partitions.sh
+and the preferred leader election for a data directory (engine: ``engine.reassign``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .common import data_dir_option, open_data_dir
+from .exit_codes import ExitCode
+from .main import app
+from .output import ListFormat, emit
+
+assign_app = typer.Typer(
+    help="Move partition replicas between brokers, with Kafka's reassignment JSON "
+         "(kafka-reassign-partitions.sh), and report leaders and placement.\n\n"
+         "Example: plog assign generate --topics-to-move-json-file topics.json --broker-list 3,4",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+)
+app.add_typer(assign_app, name="assign")
+
+EXIT = "Exit status: 0 success, 1 error (invalid plan, unknown topic or broker), 2 usage error."
+EXIT_CHECK = ("Exit status: 0 success, 1 error (invalid plan, unknown topic), 2 usage error, "
+              "3 the command ran and found problems ({what}).")
+
+
+class PlanFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+def _read_input(path: str, option: str) -> str:
+    """The text of ``path`` (``-``: stdin); a missing file is a one-line error."""
+    if path == "-":
+        return sys.stdin.read()
+    from .errors import PlogCliError
+
+    p = Path(path)
+    if not p.is_file():
+        raise PlogCliError(f"{option} {path}: no such file")
+    return p.read_text()
+
+
+def _broker_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"expected broker ids like 1,2,3, got {text!r}", param_hint="--broker-list") from None
+
+
+def _json_out(obj) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+@assign_app.command(
+    "generate",
+    epilog="Example: plog assign generate --topics-to-move-json-file topics.json --broker-list 3,4\n\n"
+           "topics.json: {\"version\":1,\"topics\":[{\"topic\":\"orders\"}]}. Prints the current assignment "
+           "(save it for rollback) and a proposal made with Kafka's placement (rack-aware when the "
+           "brokers have racks) over the listed brokers, keeping each topic's partition count and "
+           "replication factor. Changes nothing: save the proposal and give it to plog assign execute. "
+           "--format json prints one object {current, proposed}.\n\n" + EXIT,
+)
+def generate(
+    topics_to_move_json_file: str = typer.Option(..., "--topics-to-move-json-file", metavar="FILE",
+                                                 help="Kafka's topics-to-move JSON (- for stdin)."),
+    broker_list: str = typer.Option(..., "--broker-list", metavar="IDS",
+                                    help="Brokers to place the replicas on, e.g. 1,2,3."),
+    disable_rack_aware: bool = typer.Option(False, "--disable-rack-aware", help="Ignore the brokers' racks."),
+    fmt: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f", help="Output format."),
+    data_dir: str = data_dir_option(),
+) -> None:
+    """Propose a reassignment of whole topics onto a list of brokers."""
+    from plog.engine.reassign import (
+        format_reassignment_json,
+        generate_reassignment,
+        parse_topics_to_move,
+        reassignment_document,
+    )
+
+    brokers = _broker_list(broker_list)
+    topics = parse_topics_to_move(_read_input(topics_to_move_json_file, "--topics-to-move-json-file"))
+    dd = open_data_dir(data_dir)
+    plan = generate_reassignment(dd, topics, brokers, rack_aware=not disable_rack_aware)
+    if fmt is PlanFormat.json:
+        _json_out({"current": reassignment_document(plan.current), "proposed": reassignment_document(plan.proposed)})
+        return
+    sys.stdout.write(f"Current partition replica assignment\n{format_reassignment_json(plan.current)}\n\n"
+                     f"Proposed partition reassignment configuration\n{format_reassignment_json(plan.proposed)}\n")
+
+
+@assign_app.command(
+    "execute",
+    epilog="Example: plog assign execute --reassignment-json-file plan.json\n\n"
+           "plan.json: {\"version\":1,\"partitions\":[{\"topic\":\"orders\",\"partition\":0,\"replicas\":[3,4]}]} "
+           "(log_dirs optional: \"any\"). Prints the current assignment first: save it to roll back. "
+           "Then, holding every broker's lock (producers wait), copies each partition to the brokers "
+           "that gain it (byte-identical files), switches the replica lists in one atomic metadata "
+           "write (the first replica leads) and deletes the replicas no longer listed (Kafka's "
+           "-delete rename). A crash at any point loses no record; run the plan again to finish. "
+           "A plan that only reorders replicas changes the leaders only.\n\n" + EXIT,
+)
+def execute(
+    reassignment_json_file: str = typer.Option(..., "--reassignment-json-file", metavar="FILE",
+                                               help="Kafka's reassignment JSON (- for stdin)."),
+    timeout: float = typer.Option(30.0, "--timeout", min=0.0,
+                                  help="Seconds to wait for the brokers' locks (other writers)."),
+    fmt: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f", help="Output format."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no status lines on stderr."),
+    data_dir: str = data_dir_option(),
+) -> None:
+    """Move partition replicas as a reassignment plan says."""
+    from plog.engine.reassign import (
+        execute_reassignment,
+        format_reassignment_json,
+        parse_reassignment_json,
+        reassignment_document,
+        validate_plan,
+    )
+
+    plan = parse_reassignment_json(_read_input(reassignment_json_file, "--reassignment-json-file"))
+    dd = open_data_dir(data_dir)
+    targets = validate_plan(dd, plan)
+    current = {tp: dd.replicas(tp) for tp in targets}
+    if fmt is PlanFormat.text:
+        # Before anything moves, as Kafka does: the rollback plan must survive a failure.
+        sys.stdout.write(f"Current partition replica assignment\n\n{format_reassignment_json(current)}\n\n"
+                         "Save this to use as the --reassignment-json-file option during rollback\n")
+        sys.stdout.flush()
+    progress, finish = _copy_progress(quiet)
+    try:
+        report = execute_reassignment(dd, plan, lock_timeout_s=timeout, progress=progress)
+    finally:
+        finish()
+    if fmt is PlanFormat.json:
+        _json_out({"current": reassignment_document(report.previous),
+                   "proposed": reassignment_document(targets),
+                   "partitions": [{"topic": m.tp.topic, "partition": m.tp.partition, "action": m.action,
+                                   "previous": m.previous, "replicas": m.replicas, "source": m.source,
+                                   "copied_to": m.copied_to, "removed_from": m.removed_from,
+                                   "created_empty": m.created_empty, "log_start_offset": m.log_start_offset,
+                                   "log_end_offset": m.log_end_offset, "files_copied": m.files_copied,
+                                   "bytes_copied": m.bytes_copied} for m in report.moves]})
+        return
+    if quiet:
+        return
+    for m in report.moves:
+        what = {"move": "moved", "leader": "new leader", "none": "unchanged"}[m.action]
+        details = []
+        if m.copied_to:
+            details.append(f"copied from broker {m.source} to {_ids(m.copied_to)}, {m.bytes_copied} bytes, "
+                           f"offsets {m.log_start_offset}..{m.log_end_offset}")
+        if m.created_empty:
+            details.append(f"created empty on {_ids(m.created_empty)} (no replica folder existed)")
+        if m.removed_from:
+            details.append(f"deleted from {_ids(m.removed_from)}")
+        print(f"{m.tp}: {what}: replicas {_ids(m.previous)} -> {_ids(m.replicas)}"
+              + (f" ({'; '.join(details)})" if details else ""), file=sys.stderr)
+    names = ",".join(str(m.tp) for m in sorted(report.moves, key=lambda m: (m.tp.topic, m.tp.partition)))
+    print(f"Successfully completed partition reassignment{'' if len(report.moves) == 1 else 's'} for {names}",
+          file=sys.stderr)
+
+
+@assign_app.command(
+    "verify",
+    epilog="Example: plog assign verify --reassignment-json-file plan.json\n\n"
+           "Per partition, Kafka's line: \"Reassignment of partition orders-0 is completed.\" when the "
+           "replica list is the plan's, every replica folder exists with the same log start and end "
+           "offsets and no other broker still holds the partition; \"... is still in progress.\" "
+           "otherwise (an interrupted execute), with the reasons indented below; \"There is no active "
+           "reassignment ...\" when the plan was not executed. Reads only.\n\n"
+           + EXIT_CHECK.format(what="a partition is not completed"),
+)
+def verify(
+    reassignment_json_file: str = typer.Option(..., "--reassignment-json-file", metavar="FILE",
+                                               help="Kafka's reassignment JSON (- for stdin)."),
+    fmt: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f", help="Output format."),
+    data_dir: str = data_dir_option(),
+) -> None:
+    """Check whether a reassignment plan is in place."""
+    from plog.engine.reassign import parse_reassignment_json, verify_reassignment
+
+    plan = parse_reassignment_json(_read_input(reassignment_json_file, "--reassignment-json-file"))
+    dd = open_data_dir(data_dir)
+    report = verify_reassignment(dd, plan)
+    if fmt is PlanFormat.json:
+        _json_out({"complete": report.complete, "partitions": [
+            {"topic": p.tp.topic, "partition": p.tp.partition, "state": p.state, "message": p.message,
+             "current": p.current, "target": p.target, "leftovers": p.leftovers, "problems": p.problems,
+             "replicas": [{"broker": r.broker, "exists": r.exists, "path": r.path,
+                           "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset}
+                          for r in p.replicas]} for p in report.partitions]})
+    else:
+        lines = ["Status of partition reassignment:"]
+        for p in report.partitions:
+            lines.append(p.message)
+            present = [r for r in p.replicas if r.exists]
+            if present:
+                lines.append("  replicas: " + ", ".join(
+                    f"{r.broker} (offsets {r.log_start_offset}..{r.log_end_offset})" for r in present))
+            lines.extend(f"  {problem}" for problem in p.problems)
+        sys.stdout.write("\n".join(lines) + "\n")
+    if not report.complete:
+        raise typer.Exit(code=ExitCode.PROBLEMS_FOUND)
+
+
+@assign_app.command(
+    "preferred-leaders",
+    epilog="Example: plog assign preferred-leaders --topic orders\n\n"
+           "Kafka's preferred leader election: the preferred leader is the first replica. In a data "
+           "directory the leader always is the first replica, so this reports, per partition, that "
+           "the preferred leader leads and that its replica folder exists (\"Valid replica already "
+           "elected\"). Reads only.\n\n" + EXIT_CHECK.format(what="a preferred leader has no folder"),
+)
+def preferred_leaders(
+    topic: Optional[List[str]] = typer.Option(None, "--topic", "-t", help="Topic (repeatable; default: all)."),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
+    data_dir: str = data_dir_option(),
+) -> None:
+    """Report whether each partition is led by its preferred (first) replica."""
+    from plog.engine.reassign import preferred_leaders as _preferred_leaders
+
+    dd = open_data_dir(data_dir)
+    states = _preferred_leaders(dd, topic or None)
+    rows = [{"topic": s.tp.topic, "partition": s.tp.partition, "preferred_leader": s.preferred_leader,
+             "leader": s.leader, "replicas": s.replicas, "folder_exists": s.folder_exists, "ok": s.ok,
+             "status": s.message} for s in states]
+    emit(rows, fmt, ["topic", "partition", "preferred_leader", "leader", "replicas", "folder_exists", "status"],
+         titles={"preferred_leader": "PREFERRED", "folder_exists": "FOLDER"},
+         right=("partition", "preferred_leader", "leader"))
+    if not all(s.ok for s in states):
+        raise typer.Exit(code=ExitCode.PROBLEMS_FOUND)
+
+
+@assign_app.command(
+    "report",
+    epilog="Example: plog assign report --format csv\n\n"
+           "Per broker: partitions it leads, replicas it holds (from the metadata, every topic), and "
+           "the partition folders and their bytes in its log directory. Reads only.\n\n" + EXIT,
+)
+def report(
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
+    data_dir: str = data_dir_option(),
+) -> None:
+    """Show leaders, replicas and bytes on disk per broker."""
+    from plog.engine.reassign import placement
+
+    dd = open_data_dir(data_dir)
+    rows = [{"broker": b.broker, "rack": b.rack, "leaders": b.leaders, "replicas": b.replicas,
+             "folders": b.partitions_on_disk, "size": b.size, "log_dir": b.log_dir} for b in placement(dd)]
+    emit(rows, fmt, ["broker", "rack", "leaders", "replicas", "folders", "size"],
+         right=("broker", "leaders", "replicas", "folders", "size"))
+
+
+def _ids(brokers) -> str:
+    return ",".join(str(b) for b in brokers)
+
+
+def _copy_progress(quiet: bool):
+    """A progress callback ``(bytes copied, bytes to copy)`` drawing a bar on stderr, only on
+    a TTY; and a function that ends it."""
+    if quiet or not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    bar = Progress("copy", BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=Console(stderr=True),
+                   transient=True)
+    state: dict = {}
+
+    def update(done: int, total: int) -> None:
+        if "task" not in state:
+            bar.start()
+            state["task"] = bar.add_task("copy", total=total)
+        bar.update(state["task"], completed=done, total=total)
+
+    return update, bar.stop
