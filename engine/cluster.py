@@ -319,7 +319,15 @@ class DataDir:
         path = self.partition_path(tp, broker_id)
         if not path.is_dir():
             raise UnknownTopicOrPartitionError(f"no folder for {tp} at {path}")
-        return Log.open(path, self.topic_config(tp.topic), writable=False)
+        # The log start offset may sit above the first segment (DeleteRecords, retention in
+        # progress): the broker directory's checkpoint says so.
+        start = 0
+        checkpoint = path.parent / "log-start-offset-checkpoint"
+        if checkpoint.is_file():
+            from .checkpoint_files import OffsetCheckpointFile
+
+            start = OffsetCheckpointFile(checkpoint).read().get(tp, 0)
+        return Log.open(path, self.topic_config(tp.topic), writable=False, log_start_offset=start)
 
     def describe_partitions(self, topic: str) -> list["PartitionDescription"]:
         """Per partition: leader, replicas, ISR, and the leader replica's offsets and size as
@@ -488,9 +496,35 @@ class ClusterWriter:
     def manager(self, broker_id: int) -> LogManager:
         lm = self._managers.get(broker_id)
         if lm is None:
-            lm = self._open_manager(broker_id)
-            self._managers[broker_id] = lm
+            self.acquire([broker_id])
+            lm = self._managers[broker_id]
         return lm
+
+    def acquire(self, broker_ids) -> bool:
+        """Hold the ``.lock`` of every broker in ``broker_ids``, taking locks in ascending broker
+        id only (so writers in several processes never wait for each other in a cycle): a
+        lower id than one already held means giving everything back and starting over.
+
+        Returns True when the metadata was re-read, which happens each time the first lock is
+        taken: nobody can move replicas (``plog assign execute`` holds every lock) while this
+        writer holds one, so metadata read then stays true until it lets go."""
+        need = sorted(set(broker_ids) - set(self._managers))
+        if not need:
+            return False
+        if self._managers and need[0] < max(self._managers):
+            held = set(self._managers)
+            self._close_managers()
+            need = sorted(held | set(broker_ids))
+        first = not self._managers
+        for b in need:
+            self._managers[b] = self._open_manager(b)
+        if first:
+            self.data_dir.reload()
+            topics = {name: {"topic_id": t.topic_id, "configs": dict(t.configs)}
+                      for name, t in self.data_dir.metadata.topics.items()}
+            for lm in self._managers.values():
+                lm.adopt_topics(topics)
+        return first
 
     def _open_manager(self, broker_id: int) -> LogManager:
         log_dir = self.data_dir.broker_log_dir(broker_id)
@@ -513,9 +547,20 @@ class ClusterWriter:
         lm.adopt_topics(topics)
         return lm
 
+    def _replicas(self, tp: TopicPartition) -> list[int]:
+        """``tp``'s replicas with every one of their locks held (metadata current)."""
+        while True:
+            replicas = self.data_dir.replicas(tp)
+            if not self.acquire(replicas):
+                return replicas
+
     def replica_log(self, tp, broker_id: int) -> Log:
-        """The writable log of ``tp``'s replica on ``broker_id`` (folder created if needed)."""
+        """The writable log of ``tp``'s replica on ``broker_id`` (folder created if needed).
+        Only a current replica: a folder on another broker would be a write nobody reads."""
         tp = TopicPartition(*tp)
+        if broker_id not in self._replicas(tp):
+            raise BrokerNotAvailableError(f"broker {broker_id} holds no replica of {tp} "
+                                          f"(replicas: {self.data_dir.replicas(tp)})")
         lm = self.manager(broker_id)
         log = lm.get_log(tp)
         if log is None:
@@ -527,7 +572,7 @@ class ClusterWriter:
         """Append one producer batch to the leader of ``tp`` and copy the written bytes to
         every follower. With ``flush=False`` call :meth:`flush` before acknowledging."""
         tp = TopicPartition(*tp)
-        replicas = self.data_dir.replicas(tp)
+        replicas = self._replicas(tp)
         leader = self.replica_log(tp, replicas[0])
         info = leader.append_as_leader(batch, flush=flush)
         touched = self._dirty.setdefault(tp, [leader])
@@ -544,7 +589,7 @@ class ClusterWriter:
     def append_control(self, tp, producer_id: int, producer_epoch: int, *, commit: bool) -> LogAppendInfo:
         """Write a transaction marker to every replica of ``tp`` (leader first)."""
         tp = TopicPartition(*tp)
-        replicas = self.data_dir.replicas(tp)
+        replicas = self._replicas(tp)
         leader = self.replica_log(tp, replicas[0])
         info = leader.append_end_txn_marker(producer_id, producer_epoch, commit=commit)
         written = leader.read(info.first_offset, max_offset=info.last_offset + 1).records
@@ -560,6 +605,9 @@ class ClusterWriter:
         self._dirty.clear()
 
     def close(self) -> None:
+        self._close_managers()
+
+    def _close_managers(self) -> None:
         try:
             self.flush()
         finally:

@@ -69,15 +69,20 @@ class _PartitionReader:
         self.refresh(force=True)
 
     def _disk_stamp(self):
-        """What changes on disk when a writer appends: the newest segment and its size."""
-        directory = self.data_dir.partition_path(self.tp)
-        try:
-            logs = sorted(e.name for e in os.scandir(directory) if e.name.endswith(".log"))
-            if not logs:
-                return (0, 0)
-            return (len(logs), logs[0], logs[-1], os.stat(directory / logs[-1]).st_size)
-        except FileNotFoundError:
-            raise UnknownTopicOrPartitionError(f"{self.tp} is gone from {directory} (topic deleted?)") from None
+        """What changes on disk when a writer appends: the leader, the newest segment, its size."""
+        for attempt in (0, 1):
+            directory = self.data_dir.partition_path(self.tp)
+            try:
+                logs = sorted(e.name for e in os.scandir(directory) if e.name.endswith(".log"))
+                if not logs:
+                    return (directory, 0, 0)
+                return (directory, len(logs), logs[0], logs[-1], os.stat(directory / logs[-1]).st_size)
+            except FileNotFoundError:
+                if attempt:
+                    raise UnknownTopicOrPartitionError(
+                        f"{self.tp} is gone from {directory} (topic deleted?)") from None
+                # The replicas may have moved (plog assign execute): read the metadata again.
+                self.data_dir.reload()
 
     def refresh(self, force: bool = False) -> bool:
         """Reopen the view when the files changed; True when it did."""

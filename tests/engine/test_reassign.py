@@ -80,7 +80,13 @@ def _plan(assignment):
 
 
 def _hashes(folder: Path) -> dict[str, str]:
-    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(folder.iterdir()) if f.is_file()}
+    """Every file's hash, producer snapshots aside from the newest: a writer that closed and
+    reopened the log (writers give locks back to take them in broker order) left older
+    snapshots that the next open removes as stray, exactly as Kafka's loader does."""
+    files = [f for f in sorted(folder.iterdir()) if f.is_file()]
+    snapshots = [f for f in files if f.name.endswith(".snapshot")]
+    stray = {f.name for f in snapshots[:-1]}
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files if f.name not in stray}
 
 
 def _folders(dd: DataDir) -> dict[int, set[str]]:
