@@ -200,6 +200,11 @@ class Consumer:
         self.data_dir.reload()
         for t in topics:
             self.data_dir.topic(t)  # unknown topics fail here, with a clear message
+        if self.data_dir.kafka_log_dir:
+            # A stopped broker's directory has no live group to join and takes no writes:
+            # read every partition, starting from the group's committed offsets.
+            self.assign([tp for t in topics for tp in self.data_dir.partitions(t)])
+            return
         self._subscription = topics
         self._manual = None
         self._member_id = self._coordinator.join(

@@ -278,6 +278,12 @@ class GroupCoordinator:
                         del group.pending[tp]
                 self._expire(group, now)
                 self._rebalance(group, now)
+                if not group.members and group.written_generation >= 0:
+                    # As Kafka's coordinator: the group's new, Empty state is stored too, so a
+                    # broker (or plog groups describe on a broker dir) does not see a ghost member.
+                    self._append(group_id, [(0, now, encode_group_metadata_key(group_id),
+                                             self._group_metadata_value(group))])
+                    group.written_generation = group.generation
             self._save(group)
 
     def _view(self, group: GroupMembership, member_id: str) -> MemberView:
@@ -361,8 +367,14 @@ class GroupCoordinator:
         ``__consumer_offsets``: ``CommittedOffset`` values from ``engine.group_offsets``."""
         from .group_offsets import read_group_state
 
-        states = read_group_state(self.data_dir.log_dirs(), group_id)
-        state = states.get(group_id)
+        dd = self.data_dir
+        # The group's partition depends on offsets.topic.num.partitions: plog's topic says it;
+        # a broker's log directory shows its folders (a broker may not use the default 50).
+        n = dd.topic(GROUP_METADATA_TOPIC_NAME).partitions if dd.has_topic(GROUP_METADATA_TOPIC_NAME) \
+            else OFFSETS_TOPIC_PARTITIONS
+        state = read_group_state(dd.log_dirs(), group_id, num_partitions=n).get(group_id)
+        if state is None and dd.kafka_log_dir:
+            state = read_group_state(dd.log_dirs()).get(group_id)
         offsets = dict(state.offsets) if state is not None else {}
         if partitions is not None:
             wanted = {TopicPartition(*tp) for tp in partitions}

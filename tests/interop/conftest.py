@@ -108,7 +108,7 @@ _RAN = [0]
 def pytest_runtest_logreport(report):
     # item.ihook: called for the tests of this directory only
     if report.when == "call" or (report.when == "setup" and not report.passed):
-        if report.skipped:
+        if report.skipped and not hasattr(report, "wasxfail"):
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             reason = reason.removeprefix("Skipped: ")
             _SKIPPED[reason] = _SKIPPED.get(reason, 0) + 1
