@@ -449,7 +449,7 @@ DUMP_SEGMENTS = [
 def test_dump_jsonl_is_producer_input(partition_dir):
     directory = CORPUS / partition_dir
     if not directory.is_dir():
-        pytest.skip(f"corpus partition {partition_dir} missing")
+        pytest.fail(f"corpus partition {partition_dir} missing from {CORPUS}")
     # Every file of the partition directory, so that non-record objects are skipped too.
     rel = os.path.relpath(directory, os.getcwd())
     out: list[str] = []
@@ -477,7 +477,7 @@ def test_dump_jsonl_is_producer_input(partition_dir):
 def test_dump_control_records_are_skipped():
     directory = CORPUS / DUMP_SEGMENTS[1]
     if not directory.is_dir():
-        pytest.skip("corpus partition missing")
+        pytest.fail(f"corpus partition missing from {CORPUS}")
     out: list[str] = []
     run = DumpRun(DumpOptions(print_data_log=True, format="jsonl"), out.append, lambda line: None)
     run.dump(str(directory / "00000000000000000000.log"))
