@@ -784,7 +784,8 @@ def jackson_dumps(node: Any) -> str:
     if isinstance(node, int):
         return str(node)
     if isinstance(node, float):
-        return _java_double(node)
+        # Jackson's WRITE_NAN_AS_STRINGS (on by default): "NaN", "Infinity", "-Infinity" quoted.
+        return _java_double(node) if math.isfinite(node) else f'"{_java_double(node)}"'
     if isinstance(node, str):
         return _jackson_string(node)
     if isinstance(node, Mapping):

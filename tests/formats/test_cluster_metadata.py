@@ -383,3 +383,12 @@ def test_doubles_survive_bit_for_bit():
         raw = cm.encode_metadata_value("CLIENT_QUOTA_RECORD", 0, {"key": "k", "value": value})
         got = cm.decode_metadata_value(raw).fields["value"]
         assert struct.pack(">d", got) == struct.pack(">d", value)
+
+
+def test_non_finite_doubles_are_quoted_as_jackson_writes_them():
+    # Found by the round trip above: Jackson's WRITE_NAN_AS_STRINGS quotes them everywhere.
+    assert pr.jackson_dumps([float("inf"), float("-inf"), 1.5]) == '["Infinity","-Infinity",1.5]'
+    assert pr.jackson_dumps(float("nan")) == '"NaN"'
+    fields = {"entity": [], "key": "", "value": float("inf"), "remove": False}
+    raw = cm.encode_metadata_value("CLIENT_QUOTA_RECORD", 0, fields, 3)
+    assert json.loads(cm.dump_metadata_payload(raw, 0, 3))["data"]["value"] == "Infinity"
