@@ -147,14 +147,10 @@ def produce(
         error = PlogCliError(f"line {line_number}: {e}") if line_number else e
     finally:
         try:
-            if error is None:
-                producer.close()
-            else:
-                # Records before the bad line were accepted: produce them, then report.
-                try:
-                    producer.close()
-                except EngineError:
-                    pass
+            # Records before a bad line were accepted: they are sent, then the error reported.
+            producer.close()
+        except EngineError as e:
+            error = e if error is None else PlogCliError(f"{error}; sending the records before it also failed: {e}")
         finally:
             if source is not sys.stdin.buffer:
                 source.close()

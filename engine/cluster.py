@@ -57,7 +57,6 @@ from .errors import (
 from .log import Log, LogAppendInfo
 from .log_manager import LogManager, random_base64_uuid
 from .topics import (
-    GROUP_METADATA_TOPIC_NAME,
     INTERNAL_TOPICS,
     TopicPartition,
     has_collision,
@@ -516,14 +515,15 @@ class ClusterWriter:
             self._close_managers()
             need = sorted(held | set(broker_ids))
         first = not self._managers
-        for b in need:
-            self._managers[b] = self._open_manager(b)
+        opened = {b: self._open_manager(b) for b in need}
+        self._managers.update(opened)
         if first:
             self.data_dir.reload()
-            topics = {name: {"topic_id": t.topic_id, "configs": dict(t.configs)}
-                      for name, t in self.data_dir.metadata.topics.items()}
-            for lm in self._managers.values():
-                lm.adopt_topics(topics)
+        # plog's metadata is the source of topic ids and configs for every log directory.
+        topics = {name: {"topic_id": t.topic_id, "configs": dict(t.configs)}
+                  for name, t in self.data_dir.metadata.topics.items()}
+        for lm in opened.values():
+            lm.adopt_topics(topics)
         return first
 
     def _open_manager(self, broker_id: int) -> LogManager:
@@ -541,10 +541,6 @@ class ClusterWriter:
                         "(another plog process or a Kafka broker is writing it)") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
-        # plog's metadata is the source of topic ids and configs for every log directory.
-        topics = {name: {"topic_id": t.topic_id, "configs": dict(t.configs)}
-                  for name, t in self.data_dir.metadata.topics.items()}
-        lm.adopt_topics(topics)
         return lm
 
     def _replicas(self, tp: TopicPartition) -> list[int]:
@@ -688,7 +684,6 @@ __all__ = [
     "DataDir",
     "DEFAULT_DATA_DIR",
     "PartitionDescription",
-    "GROUP_METADATA_TOPIC_NAME",
     "ReadOnlyDataDirError",
     "TopicMetadata",
 ]

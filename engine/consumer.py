@@ -174,7 +174,6 @@ class Consumer:
 
             self._coordinator = GroupCoordinator(self.data_dir, lock_timeout_s=lock_timeout_s)
         self._subscription: list[str] | None = None
-        self._manual: list[TopicPartition] | None = None
         self._member_id: str | None = None
         self._generation = -1
         self._assignment: tuple[TopicPartition, ...] = ()
@@ -206,7 +205,6 @@ class Consumer:
             self.assign([tp for t in topics for tp in self.data_dir.partitions(t)])
             return
         self._subscription = topics
-        self._manual = None
         self._member_id = self._coordinator.join(
             self.group_id, topics=topics, strategies=self.strategies, client_id=self.client_id,
             session_timeout_ms=self.session_timeout_ms, group_instance_id=self.group_instance_id)
@@ -218,7 +216,6 @@ class Consumer:
         self.data_dir.reload()
         for tp in tps:
             self.data_dir.replicas(tp)
-        self._manual = tps
         self._subscription = None
         self._set_assignment(tuple(tps), set(tps))
 

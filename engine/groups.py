@@ -56,7 +56,7 @@ from plog.formats.record_batch import encode_batch
 
 from .checkpoint_files import atomic_write
 from .cluster import DataDir, _flock
-from .errors import GroupError, GroupNotEmptyError, UnknownTopicOrPartitionError
+from .errors import GroupError, GroupNotEmptyError
 from .topics import GROUP_METADATA_TOPIC_NAME, TopicPartition
 
 GROUPS_DIR = "groups"
@@ -481,10 +481,6 @@ class GroupCoordinator:
             self._path(group_id).unlink(missing_ok=True)
             return len(offsets)
 
-    def check_topics(self, topics: list[str]) -> None:
-        for t in topics:
-            if not self.data_dir.has_topic(t):
-                raise UnknownTopicOrPartitionError(f"Topic '{t}' does not exist in {self.data_dir.path}")
 
 
 def _group_partitions(assignment: list[TopicPartition]) -> list[dict]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Iterable
 
 from plog.formats import compression as _compression
 from plog.formats.record_batch import encode_batch
@@ -308,7 +307,7 @@ class Producer:
         failure: BaseException | None = None
         try:
             if own_writer:
-                self.data_dir.reload()
+                # The writer re-reads the metadata when it takes its first lock.
                 writer = self.data_dir.writer(self.lock_timeout_s)
             appended = []
             for batch in ready:
@@ -380,19 +379,6 @@ class Producer:
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
-
-    def send_many(self, topic: str, records: Iterable[tuple]) -> int:
-        """Send ``(key, value)`` or ``(key, value, headers, partition, timestamp_ms)`` tuples;
-        returns how many were queued (a convenience for bulk loads)."""
-        count = 0
-        for rec in records:
-            if len(rec) == 2:
-                self.send(topic, rec[1], rec[0])
-            else:
-                key, value, headers, partition, ts = rec
-                self.send(topic, value, key, headers, partition, ts)
-            count += 1
-        return count
 
     def close(self) -> None:
         """Send what is queued, then release the data directory."""

@@ -197,3 +197,14 @@ def test_round_trip_of_a_million_records_through_jsonl(tmp_path):
     for s in source:
         r = by_ts[s["timestamp"]]
         assert raw(json.loads(r[2]), json.loads(r[3]), json.loads(r[4])) == raw(s["key"], s["value"], s["headers"])
+
+
+def test_a_batch_the_log_refuses_is_reported_not_swallowed(d):
+    run("topics", "create", "c", "-c", "cleanup.policy=compact", "--data-dir", d)
+    r = run("produce", "c", "--data-dir", d, input=b"no key\n")  # a compacted topic needs keys
+    assert r.returncode == 1
+    err = r.stderr.decode().splitlines()
+    assert err[0] == "produced 0 record(s) to c"
+    assert err[-1].startswith("plog: error: Compacted topic cannot accept message without key")
+    r = run("produce", "c", "--key-separator", ":", "--data-dir", d, input=b"no key\n")
+    assert r.returncode == 1 and "line 1: No key separator" in r.stderr.decode()
