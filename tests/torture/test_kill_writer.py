@@ -355,7 +355,9 @@ def recover_and_check(killed: Killed, *, recovery_point: int | None = None, full
 
 
 def finish(killed: Killed) -> None:
-    elapsed = time.perf_counter() - killed.started
+    # The kernel's time to deliver SIGKILL and reap the writer (die_ms) is not the trial's
+    # work: on a loaded machine it alone has taken 0.45 s, failing the bound for nothing plog did.
+    elapsed = time.perf_counter() - killed.started - killed.extra["die_ms"] / 1e3
     assert elapsed < TRIAL_LIMIT_S, f"the trial took {elapsed:.3f} s; {killed.describe()}"
     shutil.rmtree(killed.dir, ignore_errors=True)
 
