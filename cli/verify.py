@@ -6,7 +6,6 @@ import enum
 import json
 import os
 import sys
-import time
 from typing import List, Optional
 
 import typer
@@ -14,6 +13,7 @@ import typer
 from .errors import PlogCliError
 from .exit_codes import ExitCode
 from .main import app
+from .progress import byte_progress
 
 
 class VerifyFormat(str, enum.Enum):
@@ -58,7 +58,7 @@ def verify(
         raise PlogCliError(str(e)) from e
     stats = VerifyStats()
     write = _writer(fmt)
-    progress, finish = _progress(planned_bytes(tasks), quiet)
+    progress, finish = byte_progress("verify", planned_bytes(tasks), quiet)
     try:
         for finding in verify_paths(paths, options, jobs=jobs or default_jobs(), stats=stats, progress=progress,
                                     tasks=tasks):
@@ -109,29 +109,3 @@ def _writer(fmt: VerifyFormat):
             out.flush()
 
     return write
-
-
-def _progress(total: int, quiet: bool):
-    """A progress callback over bytes on stderr, only on a TTY; and a function that ends it."""
-    if quiet or not sys.stderr.isatty() or total <= 0:
-        return None, lambda: None
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    # No refresh thread (auto_refresh=False): verify may fork worker processes, and a thread
-    # holding a lock across fork() can hang the child. The bar redraws from the callback.
-    bar = Progress("verify", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                   console=Console(stderr=True), transient=True, auto_refresh=False,
-                   redirect_stdout=sys.stdout.isatty(), redirect_stderr=False)
-    task = bar.add_task("verify", total=total)
-    bar.start()
-    last = [0.0]
-
-    def advance(n: int) -> None:
-        bar.advance(task, n)
-        now = time.monotonic()
-        if now - last[0] > 0.1:
-            last[0] = now
-            bar.refresh()
-
-    return advance, bar.stop
