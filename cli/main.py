@@ -49,11 +49,12 @@ def root(
 
 
 # Command modules register themselves on import.
-from . import assign, consume, dump, groups, lookup, ls, produce, topics, verify  # noqa: E402,F401  (each registers its command)
+from . import assign, consume, dump, groups, lookup, ls, maintain, produce, recover, topics, verify  # noqa: E402,F401  (each registers its command)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, turn errors into exit codes."""
+    from plog.engine.config import ConfigError
     from plog.engine.errors import EngineError
     from plog.formats.errors import FormatError
 
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     except _click_exception() as e:
         e.show()
         sys.exit(e.exit_code)
-    except (PlogCliError, FormatError, EngineError, OSError) as e:
+    except (PlogCliError, FormatError, EngineError, ConfigError, OSError) as e:
         if os.environ.get("PLOG_DEBUG"):
             raise
         code = getattr(e, "exit_code", ExitCode.ERROR)

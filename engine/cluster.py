@@ -115,15 +115,21 @@ class ClusterMetadata:
     brokers: list[Broker]
     topics: dict[str, TopicMetadata]
     next_producer_id: int = 0
+    #: Broker settings in Kafka's names that the engine honours (engine.maintenance.ENGINE_DEFAULTS:
+    #: log.retention.check.interval.ms, log.cleaner.enable, ...); absent means Kafka's default.
+    broker_configs: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "version": METADATA_VERSION,
             "cluster_id": self.cluster_id,
             "brokers": [{"id": b.id, "rack": b.rack} for b in self.brokers],
             "topics": {name: t.to_json() for name, t in sorted(self.topics.items())},
             "next_producer_id": self.next_producer_id,
         }
+        if self.broker_configs:
+            data["broker_configs"] = dict(sorted(self.broker_configs.items()))
+        return data
 
     @classmethod
     def from_json(cls, data: dict, path: Path) -> "ClusterMetadata":
@@ -134,7 +140,9 @@ class ClusterMetadata:
             topics = {name: TopicMetadata(name, t["topic_id"], [[int(x) for x in r] for r in t["replicas"]],
                                           {str(k): str(v) for k, v in t.get("configs", {}).items()})
                       for name, t in data["topics"].items()}
-            return cls(str(data["cluster_id"]), brokers, topics, int(data.get("next_producer_id", 0)))
+            broker_configs = {str(k): str(v) for k, v in (data.get("broker_configs") or {}).items()}
+            return cls(str(data["cluster_id"]), brokers, topics, int(data.get("next_producer_id", 0)),
+                       broker_configs)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise LogDirError(f"{path} is not a plog cluster file: {e}") from None
 
@@ -486,9 +494,11 @@ class ClusterWriter:
     another process) opens only the partitions it needs.
     """
 
-    def __init__(self, data_dir: DataDir, timeout_s: float):
+    def __init__(self, data_dir: DataDir, timeout_s: float, *, maintenance: bool = True):
         self.data_dir = data_dir
         self.timeout_s = timeout_s
+        # Run due retention/compaction on the touched logs when the locks are given back.
+        self.maintenance = maintenance
         self._managers: dict[int, LogManager] = {}
         self._dirty: dict[TopicPartition, list[Log]] = {}
 
@@ -609,7 +619,24 @@ class ClusterWriter:
         finally:
             managers, self._managers = self._managers, {}
             error = None
+            settings = None
+            if self.maintenance and managers and not self.data_dir.kafka_log_dir:
+                try:
+                    from .maintenance import engine_settings
+
+                    settings = engine_settings(self.data_dir.metadata.broker_configs)
+                except Exception as e:
+                    error = e
             for lm in managers.values():
+                try:
+                    if settings is not None:
+                        from .maintenance import run_due
+
+                        # What a broker's cleaner and retention threads would have done by
+                        # now, on the logs this writer touched, before letting go.
+                        run_due(lm, settings)
+                except Exception as e:
+                    error = error or e
                 try:
                     lm.close()
                 except Exception as e:  # close every manager, then report the first failure
