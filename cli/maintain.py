@@ -147,7 +147,8 @@ SERVER_PROPS_HELP = "A broker server.properties whose log.* settings are the def
         "that must stay; a segment goes when its newest timestamp is older than retention.ms, when the "
         "partition is over retention.bytes by at least its size, or when it lies wholly below the log start "
         "offset (whichever comes first); never beyond the high watermark; deleted files are renamed *.deleted "
-        "and removed after file.delete.delay.ms (by a later run, or --delete-delay-ms 0). "
+        "and removed once file.delete.delay.ms has passed or when the log is next opened for writing (as a "
+        "broker does at start-up); --delete-delay-ms 0 removes them at once. "
         + CONFIG_SOURCES + "\n\nExit status: 0 success, 1 error, 2 usage error, 130 interrupted."
     )
 )

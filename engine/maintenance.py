@@ -304,8 +304,9 @@ def _retention_result_summary(plan, result) -> str:
     text = (f"deleted {len(result.deleted)} segment(s), {format_bytes(result.bytes_freed)}; log start offset "
             f"{result.old_log_start_offset} -> {result.new_log_start_offset}")
     if result.pending_files:
-        text += (f"; {len(result.pending_files)} *.deleted file(s) removed after file.delete.delay.ms="
-                 f"{result.file_delete_delay_ms} by a later run")
+        text += (f"; {len(result.pending_files)} *.deleted file(s) left for readers, removed once "
+                 f"file.delete.delay.ms={result.file_delete_delay_ms} has passed or when the log is next opened "
+                 "for writing")
     return text
 
 
