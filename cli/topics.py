@@ -28,17 +28,27 @@ EXIT = "Exit status: 0 success, 1 error (unknown topic, invalid settings), 2 usa
     epilog="Example: plog init --brokers 3 --rack r1 --rack r2 --rack r3\n\n"
            "Creates ./plog-data (or --data-dir): cluster.json (plog's metadata) and one Kafka log "
            "directory per broker, broker-1 ... broker-N. Without plog init, the first topics create "
-           "or produce makes a 1-broker data directory.\n\n" + EXIT,
+           "or produce makes a 1-broker data directory.\n\n"
+           "--broker-config sets what the engine's own maintenance honours, with Kafka's names and defaults: "
+           "log.retention.check.interval.ms (300000), log.cleaner.enable (true), log.cleaner.backoff.ms "
+           "(15000), log.cleaner.dedupe.buffer.size (134217728). Writers run due retention and cleaning on the "
+           "logs they touched when they let go of them.\n\n" + EXIT,
 )
 def init(
     brokers: int = typer.Option(1, "--brokers", "-b", min=1, max=1000, help="Number of brokers."),
     rack: Optional[List[str]] = typer.Option(None, "--rack", help="Rack of each broker, in order (all or none)."),
+    broker_config: Optional[List[str]] = typer.Option(None, "--broker-config",
+                                                      help="Broker setting key=value for the engine's maintenance "
+                                                           "(repeatable)."),
     data_dir: str = data_dir_option(),
 ) -> None:
     """Create a data directory: a small Kafka cluster of N brokers on this disk."""
     from plog.engine.cluster import DataDir
 
-    dd = DataDir.init(data_dir, brokers, rack or None)
+    from .output import parse_key_values
+
+    dd = DataDir.init(data_dir, brokers, rack or None,
+                      broker_configs=parse_key_values(broker_config, "--broker-config") or None)
     racks = "" if not rack else " (racks: " + ", ".join(f"{b.id}={b.rack}" for b in dd.brokers) + ")"
     print(f"initialised {dd.path} with {brokers} broker(s): {', '.join(map(str, dd.broker_ids))}{racks}",
           file=sys.stderr)

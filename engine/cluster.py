@@ -216,10 +216,19 @@ class DataDir:
 
     @classmethod
     def init(cls, path: str | os.PathLike, brokers: int = 1, racks: list[str] | None = None,
-             *, first_broker_id: int = 1) -> "DataDir":
+             *, first_broker_id: int = 1, broker_configs: dict[str, str] | None = None) -> "DataDir":
         """Create a data directory of ``brokers`` brokers (ids from ``first_broker_id``),
-        with ``racks`` given per broker (all or none). Refuses an existing one."""
+        with ``racks`` given per broker (all or none). Refuses an existing one.
+        ``broker_configs``: the broker settings the engine honours (validated)."""
         p = Path(path).absolute()
+        if broker_configs:
+            from .maintenance import ENGINE_DEFAULTS, engine_settings
+
+            unknown = sorted(set(broker_configs) - set(ENGINE_DEFAULTS))
+            if unknown:
+                raise ConfigError(f"unknown broker config {unknown[0]!r} (the engine honours "
+                                  f"{', '.join(sorted(ENGINE_DEFAULTS))})")
+            engine_settings(broker_configs)
         if brokers < 1:
             raise BrokerNotAvailableError(f"a data directory needs at least one broker, not {brokers}")
         if racks is not None and len(racks) != brokers:
@@ -232,7 +241,7 @@ class DataDir:
         p.mkdir(parents=True, exist_ok=True)
         metadata = ClusterMetadata(random_base64_uuid(),
                                    [Broker(first_broker_id + i, racks[i] if racks else None) for i in range(brokers)],
-                                   {})
+                                   {}, broker_configs={k: str(v) for k, v in (broker_configs or {}).items()})
         with _flock(p / META_LOCK_FILE, DEFAULT_LOCK_TIMEOUT_S):
             if (p / METADATA_FILE).exists():  # another process won the race
                 return cls(p, _read_metadata(p / METADATA_FILE))
