@@ -7,9 +7,11 @@ import sys
 import time
 
 
-def byte_progress(label: str, total: int | None, quiet: bool):
-    """``(advance(nbytes) or None, finish())``: no bar when quiet, not a TTY or nothing to do."""
-    if quiet or not sys.stderr.isatty() or not total or total <= 0:
+def byte_progress(label: str, total: int | None, quiet: bool, *, unknown_total: bool = False):
+    """``(advance(nbytes) or None, finish())``: no bar when quiet, not a TTY or nothing to do.
+    ``unknown_total``: the amount of work is not known up front (a pulsing bar with the
+    bytes done and the speed)."""
+    if quiet or not sys.stderr.isatty() or (not unknown_total and (not total or total <= 0)):
         return None, lambda: None
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
@@ -19,7 +21,7 @@ def byte_progress(label: str, total: int | None, quiet: bool):
     bar = Progress(label, BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
                    console=Console(stderr=True), transient=True, auto_refresh=False,
                    redirect_stdout=sys.stdout.isatty(), redirect_stderr=False)
-    task = bar.add_task(label, total=total)
+    task = bar.add_task(label, total=None if unknown_total else total)
     bar.start()
     last = [0.0]
 

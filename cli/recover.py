@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from .errors import PlogCliError
 from .exit_codes import ExitCode
 from .main import app
 from .maintain import PATH_HELP, ReportFormat, resolve_path
@@ -59,32 +60,116 @@ def recover(
         if plan.has_work:
             sys.exit(int(ExitCode.PROBLEMS_FOUND))
         return
-    progress, finish = byte_progress("recover", _size_of(target), quiet)
+    # How many bytes recovery revalidates is only known after reading the checkpoints and
+    # indexes of every partition: the bar shows bytes done and speed without a total.
+    progress, finish = byte_progress("recover", None, quiet, unknown_total=True)
     try:
         report = recovery.recover(target, all_segments=all_segments, salvage=salvage, jobs=jobs, progress=progress)
     finally:
         finish()
     _print(report, fmt)
+    failed = [p for p in report.partitions if p.status == "failed"]
     if not quiet:
         sys.stderr.write(f"plog recover: {_summary(report, dry_run=False)}\n")
+    if failed:
+        raise PlogCliError(f"{len(failed)} partition(s) could not be recovered; first: {failed[0].path}: "
+                           f"{failed[0].reason}")
 
 
 def _print(obj, fmt: ReportFormat) -> None:
     if fmt is ReportFormat.json:
         sys.stdout.write(json.dumps(obj.to_dict(), indent=2, ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write("".join(line + "\n" for line in obj.explain_lines()))
+        lines = plan_lines(obj) if hasattr(obj, "has_work") else report_lines(obj)
+        sys.stdout.write("".join(line + "\n" for line in lines))
     sys.stdout.flush()
 
 
+def _name(path: str) -> str:
+    return os.path.basename(os.path.normpath(path))
+
+
+def plan_lines(plan) -> list[str]:
+    """The plan as text: per log dir the marker, per partition what recovery will do and why."""
+    lines = []
+    for d in plan.log_dirs:
+        lines.append(f"{d.path}: {'clean shutdown' if d.clean_shutdown else 'no clean-shutdown marker'}; {d.marker}")
+        for p in d.partitions:
+            head = f"  {_name(p.path)}"
+            if p.skipped:
+                lines.append(f"{head}: skipped: {p.skipped}")
+                continue
+            if not p.has_work and not p.revalidate:
+                lines.append(f"{head}: nothing to do (recovery point {p.recovery_point}, log end {p.log_end_offset})")
+                continue
+            lines.append(f"{head}: recovery point {p.recovery_point}, log start {p.log_start_offset}"
+                         + (f"; revalidate from offset {p.revalidate_from}" if p.revalidate_from is not None else "")
+                         + f"; log end after recovery {p.log_end_offset}")
+            for a in p.temp_files + p.orphan_indexes:
+                lines.append(f"    {a.action} {a.file}" + (f" -> {a.target}" if a.target else "") + f": {a.reason}")
+            for r in p.revalidate:
+                lines.append(f"    revalidate {r.file} ({r.size} bytes): {'; '.join(r.reasons)}")
+            for a in p.index_rebuilds:
+                lines.append(f"    rebuild {a.file}: {a.reason}")
+            for r in p.salvage:
+                lines.append(f"    quarantine {r.file} bytes [{r.position}, {r.position + r.length}) ({r.kind}: "
+                             f"{r.reason}); offsets {r.offset_before} .. {r.offset_after} kept on both sides"
+                             + (f" -> {r.quarantine_file}" if r.quarantine_file else ""))
+            if p.truncation:
+                t = p.truncation
+                lines.append(f"    truncate {t.file} at position {t.position}: {t.bytes} bytes ({t.kind}: {t.reason})")
+            for a in p.deleted_segments:
+                lines.append(f"    delete {a.file}: {a.reason}")
+            for name in p.offset_overflow:
+                lines.append(f"    split {name}: offsets overflow 32 bits (KAFKA-6264)")
+            if p.snapshot_written:
+                lines.append(f"    write producer snapshot {p.snapshot_written}")
+        for c in d.checkpoint_changes:
+            lines.append(f"  {c.file}: {c.topic_partition} {c.old} -> {c.new}")
+    return lines
+
+
+def report_lines(report) -> list[str]:
+    """What was done, per log dir and partition."""
+    lines = []
+    for d in report.log_dirs:
+        lines.append(f"{d.path}: {'was shut down cleanly' if d.had_clean_shutdown else 'was not shut down cleanly'}"
+                     + ("; wrote .kafka_cleanshutdown" if d.clean_shutdown_written else ""))
+        for p in d.partitions:
+            head = f"  {_name(p.path)}"
+            if p.status != "recovered":
+                lines.append(f"{head}: {p.status}: {p.reason}")
+                continue
+            done = [f"log end {p.log_end_offset}", f"{len(p.revalidated)} segment(s) revalidated "
+                    f"({p.bytes_validated} bytes)"]
+            if p.truncations:
+                done.append("truncated " + ", ".join(f"{t.file}@{t.position} {t.bytes} bytes ({t.kind})"
+                                                     for t in p.truncations))
+            if p.quarantined:
+                done.append("quarantined " + ", ".join(f"{q.file}@{q.position} {q.length} bytes -> "
+                                                       f"{q.quarantine_file}" for q in p.quarantined))
+            if p.deleted_files:
+                done.append(f"{len(p.deleted_files)} file(s) deleted")
+            if p.rebuilt_indexes:
+                done.append(f"{len(p.rebuilt_indexes)} index(es) rebuilt")
+            lines.append(f"{head}: " + "; ".join(done))
+        for c in d.checkpoint_changes:
+            lines.append(f"  {c.file}: {c.topic_partition} {c.old} -> {c.new}")
+    return lines
+
+
 def _summary(obj, *, dry_run: bool) -> str:
-    return obj.summary() if hasattr(obj, "summary") else ("work to do" if dry_run and obj.has_work else "done")
+    parts = obj.partitions
+    if dry_run:
+        work = sum(1 for p in parts if p.has_work)
+        return (f"{len(parts)} partition(s), {work} with work to do, {obj.bytes_to_validate} bytes to revalidate"
+                + ("" if obj.has_work else "; nothing to do"))
+    done = sum(1 for p in parts if p.status == "recovered")
+    cut = sum(t.bytes for p in parts for t in p.truncations)
+    quarantined = sum(q.length for p in parts for q in p.quarantined)
+    return (f"{done} partition(s) recovered, {sum(p.bytes_validated for p in parts)} bytes revalidated, "
+            f"{cut} bytes truncated" + (f", {quarantined} bytes quarantined" if report_has(parts) else ""))
 
 
-def _size_of(path: str) -> int | None:
-    try:
-        from plog.engine.discovery import partitions
-
-        return sum(os.path.getsize(s.log) for p in partitions(path) for s in p.segments if s.log)
-    except (OSError, ValueError):
-        return None
+def report_has(parts) -> bool:
+    return any(p.quarantined for p in parts)

@@ -13,7 +13,9 @@
    check, is recovered even after a clean shutdown.
 6. **Recover** (only after an unclean shutdown, i.e. no ``.kafka_cleanshutdown``): every
    segment from the one holding the recovery point to the end. When a segment had to be
-   truncated, every later segment is deleted (its data follows a hole).
+   truncated, every later segment is deleted (its data follows a hole). An offset index
+   that refuses an entry (offsets going backwards) makes the whole segment invalid: it is
+   truncated to its base offset, as Kafka's ``InvalidOffsetException`` handler does.
 7. **Log end offset** = the last segment's next offset. If it is below the checkpointed
    log start offset, every segment is deleted.
 8. **Empty log**: create an empty segment at the log start offset.
@@ -34,15 +36,16 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Callable, Iterable
 
 from plog.formats.errors import CorruptIndexError, FormatError
 
 from .config import LogConfig
 from .epoch import LeaderEpochCache
-from .errors import OffsetOverflowError
+from .errors import InvalidOffsetError, OffsetOverflowError
 from .file_records import FileBatches
 from .log import LoadReport, Log
-from .segment import LogSegment, segment_file_prefix
+from .segment import LogSegment, SegmentRecovery, segment_file_prefix
 from .segments import LogSegments
 
 DELETED = ".deleted"
@@ -64,18 +67,24 @@ def _strip(name: str, suffix: str) -> str:
 
 
 def load_log(directory: Path, config: LogConfig, *, log_start_offset: int = 0, recovery_point: int = 0,
-             had_clean_shutdown: bool = True, writable: bool = True, time_source=None) -> Log:
+             had_clean_shutdown: bool = True, writable: bool = True, time_source=None,
+             force_recovery: Iterable[int] = (), progress: Callable[[int], None] | None = None) -> Log:
     """Open ``directory`` as Kafka's broker does at start-up; see the module docstring.
 
     ``writable=False`` opens without changing anything on disk (no recovery, no
     deletions, no index resizing): what the offline inspection commands need.
+    ``force_recovery``: base offsets of segments to recover in pass 6 whatever the
+    shutdown was (``plog recover`` asks this for segments with a zero-filled index);
+    bases with no segment are ignored. ``progress(nbytes)`` is called with each recovered
+    segment's size once it is validated.
     """
     report = LoadReport(str(directory), had_clean_shutdown)
     now = time_source or (lambda: int(time.time() * 1000))
+    forced = frozenset(force_recovery)
     for _round in range(MAX_SPLIT_ROUNDS):
         try:
             return _load(directory, config, log_start_offset, recovery_point, had_clean_shutdown, writable, now,
-                         report)
+                         report, forced, progress)
         except OffsetOverflowError as e:
             if not writable:
                 raise
@@ -83,7 +92,8 @@ def load_log(directory: Path, config: LogConfig, *, log_start_offset: int = 0, r
     raise OffsetOverflowError(f"Gave up splitting overflowed segments in {directory}")
 
 
-def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, clean, writable, now, report) -> Log:
+def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, clean, writable, now, report,
+          forced=frozenset(), progress=None) -> Log:
     from .producer_state import ProducerStateManager
 
     if writable:
@@ -113,6 +123,9 @@ def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, cl
         except CorruptIndexError as e:
             needs_recovery.add(base)
             report.actions.append(f"{name}: corrupt transaction index ({e}), will rebuild")
+        if base in forced and base not in needs_recovery:
+            needs_recovery.add(base)
+            report.actions.append(f"{name}: revalidation requested, will rebuild its indexes")
         segments.add(segment)
 
     producer_state = ProducerStateManager(directory) if writable else None
@@ -126,7 +139,7 @@ def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, cl
         if not clean:
             unflushed = segments.values(recovery_point_checkpoint)
             needs_recovery.update(s.base_offset for s in unflushed)
-        _recover_segments(log, sorted(needs_recovery), report)
+        _recover_segments(log, sorted(needs_recovery), report, progress)
 
     # Pass 7: log end offset.
     last = segments.last
@@ -169,7 +182,7 @@ def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, cl
     return log
 
 
-def _recover_segments(log: Log, bases: list[int], report: LoadReport) -> None:
+def _recover_segments(log: Log, bases: list[int], report: LoadReport, progress=None) -> None:
     """Pass 6: recover each segment in ``bases`` (ascending) as ``LogLoader.recoverSegment``.
 
     Each segment gets a fresh producer state rebuilt up to its base offset from the
@@ -178,6 +191,9 @@ def _recover_segments(log: Log, bases: list[int], report: LoadReport) -> None:
     Doing it per segment, rather than carrying one state forward, is what makes the
     snapshot files byte-identical to a broker's: a reload drops expired producers and the
     rebuild writes its snapshots at exactly the offsets Kafka's does.
+
+    An ``InvalidOffsetError`` (an index refusing an offset that goes backwards) empties
+    the segment (``truncateTo(baseOffset)``) and takes no snapshot, as Kafka's handler.
     """
     from .producer_state import ProducerStateManager
 
@@ -188,10 +204,20 @@ def _recover_segments(log: Log, bases: list[int], report: LoadReport) -> None:
             continue
         psm = ProducerStateManager(log.dir)
         rebuild_producer_state(psm, segments, log.log_start_offset, base, reload_from_clean_shutdown=False)
-        result = segment.recover(psm, log.epoch_cache)
-        # Kafka snapshots once the segment's data is recovered so that recovering the next
-        # segment does not replay this one again.
-        psm.take_snapshot(sync=True)
+        size = segment.size
+        try:
+            result = segment.recover(psm, log.epoch_cache)
+        except InvalidOffsetError as e:
+            removed = segment.truncate_to(base)
+            result = SegmentRecovery(base, valid_bytes=0, truncated_bytes=removed,
+                                     error=f"invalid offset during recovery, the segment is emptied ({e})",
+                                     error_position=0, next_offset=base)
+        else:
+            # Kafka snapshots once the segment's data is recovered so that recovering the
+            # next segment does not replay this one again.
+            psm.take_snapshot(sync=True)
+        if progress is not None:
+            progress(size)
         report.recovered_segments.append(result)
         report.actions.append(
             f"recovered {segment.log_path.name}: {result.batches} batches, {result.valid_bytes} valid bytes"
@@ -255,6 +281,14 @@ def _batches_between(segment, start_offset: int, stop_offset: int | None):
         if stop_offset is not None and batch.last_offset >= stop_offset:
             return
         yield batch
+
+
+def complete_swaps_and_remove_temp_files(directory: Path, report: LoadReport | None = None) -> LoadReport:
+    """Passes 1-4 alone (the temporary files of an interrupted clean, split or swap);
+    ``load_log(writable=True)`` runs them first anyway. Returns the report it filled."""
+    report = report if report is not None else LoadReport(str(directory), False)
+    _complete_swaps_and_remove_temp_files(Path(directory), LogConfig(), report, None)
+    return report
 
 
 def _complete_swaps_and_remove_temp_files(directory: Path, config: LogConfig, report: LoadReport, now) -> None:
