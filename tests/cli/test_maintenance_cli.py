@@ -4,7 +4,6 @@ and on plog data directories; and the engine running due maintenance by itself."
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -12,8 +11,8 @@ import time
 
 import pytest
 
+from cli_run import plog, tree_digest
 from conftest import CORPUS
-from plog.cli.main import main
 from plog.engine.checkpoint_files import OffsetCheckpointFile
 from plog.engine.cluster import DataDir
 from plog.engine.lock import LogDirLock
@@ -22,27 +21,6 @@ from plog.formats.record_batch import encode_batch
 
 KAFKA_DIR = CORPUS / "ArthurArutunyan04__Backend_labs" / "kafka-data"
 DAY = 86_400_000
-
-
-def plog(capsys, *args):
-    """``plog ARGS`` in this process: (exit code, stdout, stderr)."""
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def tree_digest(path) -> dict[str, str]:
-    out = {}
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            p = os.path.join(root, name)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, path)] = hashlib.sha256(f.read()).hexdigest()
-    return out
 
 
 @pytest.fixture

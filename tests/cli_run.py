@@ -1,0 +1,31 @@
+"""Run ``plog`` in the test process through its real entry point (``cli.main.main``), so
+errors and exit codes go through the one error boundary, and fingerprint directories."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from plog.cli.main import main
+
+
+def plog(capsys, *args):
+    """``plog ARGS`` in this process: (exit code, stdout, stderr)."""
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def tree_digest(path) -> dict[str, str]:
+    """Every file under ``path`` (relative name) -> sha256 of its bytes."""
+    out = {}
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            p = os.path.join(root, name)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, path)] = hashlib.sha256(f.read()).hexdigest()
+    return out
