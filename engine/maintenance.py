@@ -278,11 +278,14 @@ def _plan_one(op: str, log: Log, eff: EffectiveConfig, first_dirty: int | None, 
     else:
         from .cleaner import explain_compaction
 
-        plan = explain_compaction(log, first_dirty_offset=first_dirty, now=now, buffer_size=options.buffer_size,
-                                  force=options.force)
+        plan = explain_compaction(log, first_dirty_offset=first_dirty, now=now, buffer_size=options.buffer_size)
         outcome.plan = plan.to_dict()
         outcome.explanation.extend(plan.explain_lines())
-        outcome.has_work = bool(plan.to_dict().get("would_clean"))
+        forced = options.force and plan.cleanability.cleanable_bytes > 0
+        outcome.has_work = plan.would_clean or forced
+        if forced and not plan.would_clean:
+            outcome.explanation.append("--force: it is cleaned anyway.")
+        outcome.summary = _compaction_plan_summary(plan, outcome.has_work)
 
 
 def _retention_plan_summary(plan) -> str:
@@ -308,6 +311,25 @@ def _retention_result_summary(plan, result) -> str:
                  f"file.delete.delay.ms={result.file_delete_delay_ms} has passed or when the log is next opened "
                  "for writing")
     return text
+
+
+def _compaction_plan_summary(plan, has_work: bool) -> str:
+    c, st = plan.cleanability, plan.stats
+    if not has_work:
+        return f"would not clean: {c.reason}"
+    return (f"would clean offsets {c.first_dirty_offset}..{c.first_uncleanable_offset} (dirty ratio "
+            f"{c.dirty_ratio:.2f}) in {plan.rounds_needed} round(s): {st.records_removed} of {st.records_read} "
+            f"records, {st.bytes_read - st.bytes_written} bytes would go")
+
+
+def _compaction_result_summary(result) -> str:
+    if not result.cleaned:
+        return f"not cleaned: {result.reason}"
+    st = result.stats
+    return (f"cleaned in {result.rounds} round(s): {result.segments_before} -> {result.segments_after} segment(s), "
+            f"{result.size_before} -> {result.size_after} bytes, {st.records_read - st.records_kept} record(s) "
+            f"removed ({st.tombstones_removed} tombstone(s), {st.aborted_records_removed} aborted); "
+            f"cleaner checkpoint {result.checkpoint_offset}")
 
 
 # -- real run ----------------------------------------------------------------------------------------
@@ -408,9 +430,14 @@ def _execute_one(op, log, eff, first_dirty, options, now, outcome, progress) -> 
     result = clean_log(log, first_dirty_offset=first_dirty, now=now, buffer_size=options.buffer_size,
                        force=options.force, progress=progress, file_delete_delay_ms=delay)
     outcome.result = result.to_dict()
-    outcome.explanation.extend(getattr(result, "explain_lines", lambda: [])())
-    outcome.has_work = bool(outcome.result.get("cleaned"))
-    return getattr(result, "checkpoint_offset", None)
+    if result.cleanability is not None:
+        outcome.explanation.append(f"dirty ratio {result.cleanability.dirty_ratio:.4f} (min.cleanable.dirty.ratio "
+                                   f"{result.cleanability.min_cleanable_dirty_ratio}); first uncleanable offset "
+                                   f"{result.cleanability.first_uncleanable_offset} "
+                                   f"({result.cleanability.uncleanable_bound})")
+    outcome.has_work = result.cleaned
+    outcome.summary = _compaction_result_summary(result)
+    return result.checkpoint_offset
 
 
 def _sweep(log, eff, options, now) -> list[str]:
