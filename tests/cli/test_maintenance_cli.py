@@ -175,3 +175,62 @@ def test_maintain_on_a_data_dir(tmp_path, capsys):
     assert code == 0 and "old-0 [retention]: deleted" in out
     code, out, _ = plog(capsys, "verify", str(tmp_path / "data"))
     assert code == 0, out
+
+
+def _keyed(d, topic, n_keys, rounds, *, tombstone_every=0):
+    with d.writer() as w:
+        w.maintenance = False
+        for r in range(rounds):
+            for k in range(n_keys):
+                value = None if tombstone_every and r == rounds - 1 and k % tombstone_every == 0 else b"v%d-%d" % (r, k)
+                w.append(TopicPartition(topic, 0), encode_batch([(0, 1_700_000_000_000, b"key%d" % k, value)]))
+
+
+def test_compact_plan_then_clean(tmp_path, capsys):
+    d = DataDir.init(tmp_path / "data", brokers=1)
+    d.create_topic("users", 1, 1, configs={"cleanup.policy": "compact", "segment.bytes": "2048"})
+    _keyed(d, "users", 10, 8, tombstone_every=5)
+    path = str(tmp_path / "data")
+    before = tree_digest(path)
+    code, out, err = plog(capsys, "compact", path, "--dry-run", "--explain")
+    assert code == 0, err
+    assert tree_digest(path) == before
+    assert "users-0 [compaction]: would clean offsets 0.." in out
+    assert "config cleanup.policy=compact (topic config (plog))" in out
+    assert "tombstones would get a delete horizon" in out
+    code, out, err = plog(capsys, "compact", path, "--format", "json")
+    assert code == 0, err
+    (p,) = json.loads(out)["partitions"]
+    assert p["has_work"] and p["result"]["cleaned"]
+    checkpoint = OffsetCheckpointFile(tmp_path / "data" / "broker-1" / "cleaner-offset-checkpoint").read()
+    assert checkpoint[TopicPartition("users", 0)] == p["result"]["checkpoint_offset"] > 0
+    # Below the cleaner checkpoint only the last record of each key is left.
+    log = d.open_reader(TopicPartition("users", 0))
+    try:
+        cleaned = [r for r in log.read_records() if r.offset < p["result"]["checkpoint_offset"]]
+    finally:
+        log.close()
+    keys = [r.key for r in cleaned]
+    assert len(keys) == len(set(keys))
+    code, out, _ = plog(capsys, "verify", path)
+    assert code == 0, out
+    # Nothing dirty is left: the next run does not qualify.
+    code, out, _ = plog(capsys, "compact", path)
+    assert code == 0 and "not cleaned: " in out
+
+
+def test_retention_and_compaction_of_a_compact_delete_topic(tmp_path, capsys):
+    d = DataDir.init(tmp_path / "data", brokers=1)
+    d.create_topic("both", 1, 1, configs={"cleanup.policy": "compact,delete", "segment.bytes": "2048",
+                                          "retention.ms": str(DAY)})
+    _keyed(d, "both", 10, 6)
+    code, out, err = plog(capsys, "maintain", "-d", str(tmp_path / "data"), "--quiet")
+    assert code == 0, err
+    lines = out.splitlines()
+    # The cleaner runs first, then retention (Kafka's cleaner thread handles compact,delete logs).
+    assert lines[0].startswith("both-0 [compaction]: cleaned in 1 round(s)")
+    # The records are from 2023, but the first segment was cleaned to nothing: an empty
+    # segment's "largest timestamp" is its file's mtime, so time-based retention stops there,
+    # exactly as a broker's would.
+    assert lines[1].startswith("both-0 [retention]: nothing to delete (00000000000000000000.log: kept:")
+    assert "(mtime)" in lines[1] or "no record timestamps" in lines[1]
