@@ -437,7 +437,9 @@ def _execute_one(op, log, eff, first_dirty, options, now, outcome, progress) -> 
                                    f"({result.cleanability.uncleanable_bound})")
     outcome.has_work = result.cleaned
     outcome.summary = _compaction_result_summary(result)
-    return result.checkpoint_offset
+    # Kafka records an offset only for a log it cleaned, or whose stored offset it had to reset.
+    reset = first_dirty is not None and result.cleanability is not None and result.cleanability.first_dirty_reset
+    return result.checkpoint_offset if result.cleaned or reset else None
 
 
 def _sweep(log, eff, options, now) -> list[str]:

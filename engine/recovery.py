@@ -26,8 +26,9 @@ Which segments are revalidated (Kafka's rules, plus two of plog's):
   fails its sanity check (Kafka);
 * plog also revalidates a segment whose offset or time index has a zero-filled tail (an
   index preallocated by a broker that did not trim it) or a length that is not a whole
-  number of entries, or that has no time index: Kafka (>= 2.3) trusts such files as they
-  are, and their zero entries break offset and timestamp lookups.
+  number of entries: Kafka (>= 2.3) trusts such files as they are, and their zero entries
+  break offset and timestamp lookups. (A missing time index is created empty, as Kafka does,
+  without revalidating the segment.)
 
 The KRaft metadata log (``__cluster_metadata-0``) is skipped, as Kafka's ``LogManager`` skips
 it (the Raft layer recovers it); ``-delete`` and ``-stray`` folders are skipped (the broker
@@ -530,8 +531,9 @@ def _partition_segments(directory: Path, view: dict[str, str], plan: PartitionPl
                 seg.reasons.append(f"offset index: {problem}")
                 plan.index_rebuilds.append(FileAction(index, "rebuild", problem))
         if timeindex not in view:
-            seg.reasons.append("no time index")
-            plan.index_rebuilds.append(FileAction(timeindex, "rebuild", "missing"))
+            # Kafka (LogLoader) creates a new, empty time index and does not revalidate the
+            # segment for it: the segment's newest timestamp comes from its mtime until then.
+            plan.index_rebuilds.append(FileAction(timeindex, "create", "missing: created empty, as Kafka does"))
         else:
             problem = _index_problem(directory / view[timeindex], _TIME_ENTRY, 2)
             if problem:

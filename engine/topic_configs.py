@@ -39,6 +39,7 @@ TOPIC_METADATA = "topic config (metadata log)"
 PLOG_TOPICS = "topic config (plog)"
 COMMAND_LINE = "command line"
 
+INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 
@@ -243,11 +244,20 @@ class ConfigResolver:
         ]
         merged: dict[str, str] = {}
         sources: dict[str, str] = {}
+        internal_segment_bytes = None
         for source, values in layers:
             for name, value in values.items():
                 if name in TOPIC_CONFIG_NAMES:
                     merged[name] = value
                     sources[name] = source
+                elif name == INTERNAL_SEGMENT_BYTES:
+                    internal_segment_bytes = (value, source)
+        if internal_segment_bytes is not None:
+            # Kafka 4.x: LogConfig.segmentSize() is internal.segment.bytes when it is set (how
+            # tests get segments below the 1 MiB minimum of segment.bytes); rolls and the
+            # cleaner's grouping follow it.
+            merged["segment.bytes"], source = internal_segment_bytes
+            sources["segment.bytes"] = f"{source}, internal.segment.bytes"
         try:
             config = LogConfig.from_properties(merged)
         except ConfigError as e:

@@ -141,3 +141,17 @@ def test_torn_metadata_log_tail_keeps_what_was_read(tmp_path):
     seg = tmp_path / "__cluster_metadata-0" / "00000000000000000000.log"
     seg.write_bytes(seg.read_bytes() + b"\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x40garbage")
     assert read_metadata_configs(tmp_path).topic_configs == {"t": {"retention.ms": "5"}}
+
+
+def test_internal_segment_bytes_is_the_segment_size(tmp_path):
+    """Kafka 4.x: a topic's internal.segment.bytes overrides segment.bytes (LogConfig.segmentSize)."""
+    tid = uuid.uuid4()
+    _metadata_log(tmp_path, [
+        ("TOPIC_RECORD", {"name": "t", "topicId": tid}),
+        ("CONFIG_RECORD", {"resourceType": 2, "resourceName": "t", "name": "segment.bytes", "value": "1048576"}),
+        ("CONFIG_RECORD", {"resourceType": 2, "resourceName": "t", "name": "internal.segment.bytes",
+                           "value": "2048"}),
+    ])
+    eff = ConfigResolver(tmp_path).resolve("t")
+    assert eff.config.segment_bytes == 2048
+    assert eff.source_of("segment.bytes") == "topic config (metadata log), internal.segment.bytes"
