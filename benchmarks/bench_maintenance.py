@@ -1,0 +1,295 @@
+"""``plog recover`` and ``plog compact``: recovery GB/s and compaction MB/s with peak RSS.
+
+Figures (issue 7), each the median of ``--reps`` runs of the installed ``plog`` script as a
+child process (start-up included; peak RSS read through a small intermediate process):
+
+* ``recovery``: a log directory of ``--recovery-gib`` GiB (8 partitions, 128 MiB segments,
+  16 KiB uncompressed v2 batches) as a crashed broker leaves it: no clean-shutdown marker,
+  no recovery-point checkpoint, no indexes, so every segment is revalidated (CRC, framing,
+  offsets) and its indexes and producer snapshot rebuilt. ``plog recover DIR --jobs 1`` and
+  ``--jobs 2``; between runs the directory is put back in its crashed state. Target: >= 2
+  GB/s per process. The in-run reference is a bare CRC32C pass over the same bytes in this
+  process (the ``crc32c`` package reading the files in 8 MiB chunks): the floor any Python
+  recovery sits on.
+* ``compaction``: one compacted partition of ``--compact-mib`` MiB whose keys repeat ten
+  times (10% of the records are live: the last write of each key), 16 KiB batches of
+  ~100-byte records; ``plog compact DIR --force --buffer-size B --delete-delay-ms 0``.
+  Target: >= 100 MB/s, and peak RSS <= buffer size + a few tens of MB. The reference is
+  kafka-python decoding every record of the same partition (what a client-side
+  compaction would have to do at least).
+* ``broker_recovery`` (with ``--kafka VERSION`` and the interop suite's jars): the same
+  crashed directory handed to a real broker; its own "Loaded N logs in X ms" line is the
+  broker's recovery time, compared with ``plog recover --jobs 1`` on an identical copy
+  (goal: plog at least 3x faster).
+
+Prints one JSON object (see workloads.emit).
+Usage: python benchmarks/bench_maintenance.py [--quick] [--reps N] [--kafka 4.3.1] [--output FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import crc32c
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workloads import emit  # noqa: E402
+
+from plog.formats.record_batch import encode_batch  # noqa: E402
+
+PLOG = str(Path(sys.executable).with_name("plog"))
+SEGMENT_BYTES = 128 << 20
+BATCH_RECORDS = 140  # ~16 KiB batches of ~115-byte records
+TARGETS = {"recovery_gb_per_s_per_process": 2.0, "compaction_mb_per_s": 100.0}
+CRC_START = 21  # a v2 batch's CRC covers attributes..end
+
+_MEASURE = """
+import resource, subprocess, sys, time
+with open(sys.argv[1], "wb") as out:
+    t0 = time.perf_counter()
+    code = subprocess.call(sys.argv[2:], stdout=out)
+    elapsed = time.perf_counter() - t0
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("MEASURED", code, elapsed, u.ru_utime + u.ru_stime, u.ru_maxrss, file=sys.stderr)
+"""
+
+
+def run_plog(*args: str) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and peak RSS (MB) of ``plog ARGS``."""
+    r = subprocess.run([sys.executable, "-c", _MEASURE, os.devnull, PLOG, *args], capture_output=True, text=True)
+    last = r.stderr.rstrip("\n").split("\n")[-1]
+    _, code, elapsed, cpu, maxrss = last.split()
+    if int(code) != 0:
+        raise SystemExit(f"plog {' '.join(args)} exited {code}: {r.stderr[-2000:]}")
+    return float(elapsed), float(cpu), int(maxrss) / 1024
+
+
+# -- workloads ---------------------------------------------------------------------------------------
+
+
+def _template(keys: bool) -> tuple[bytearray, list[int], int]:
+    """One ~16 KiB batch and the byte positions of its records' keys (12 bytes each)."""
+    value = b"x" * 96
+    records = [(i, 1_700_000_000_000 + i, b"k%011d" % i if keys else None, value) for i in range(BATCH_RECORDS)]
+    batch = bytearray(encode_batch(records, base_offset=0))
+    positions = [bytes(batch).index(b"k%011d" % i) for i in range(BATCH_RECORDS)] if keys else []
+    return batch, positions, BATCH_RECORDS
+
+
+def write_partition(part: Path, total_bytes: int, *, distinct_keys: int | None = None) -> tuple[int, int]:
+    """Segments of valid batches totalling about ``total_bytes``; with ``distinct_keys``
+    record n has key n % distinct_keys. Returns (records, bytes)."""
+    part.mkdir(parents=True, exist_ok=True)
+    batch, key_positions, per_batch = _template(distinct_keys is not None)
+    size = len(batch)
+    n_batches = max(1, total_bytes // size)
+    offset = written = 0
+    out = None
+    seg_size = 0
+    for _ in range(n_batches):
+        if out is None or seg_size + size > SEGMENT_BYTES:
+            if out is not None:
+                out.close()
+            out = open(part / f"{offset:020d}.log", "wb")
+            seg_size = 0
+        if distinct_keys is not None:
+            for j, pos in enumerate(key_positions):
+                batch[pos:pos + 12] = b"k%011d" % ((offset + j) % distinct_keys)
+            batch[17:21] = crc32c.crc32c(memoryview(batch)[CRC_START:]).to_bytes(4, "big")
+        batch[0:8] = offset.to_bytes(8, "big")
+        out.write(batch)
+        seg_size += size
+        written += size
+        offset += per_batch
+    out.close()
+    os.sync()  # what a crashed broker leaves is on disk: no dirty pages for recovery's fsyncs to pay for
+    return offset, written
+
+
+def crash_state(log_dir: Path) -> None:
+    """Leave only the .log files and meta.properties: what recovery has to rebuild everything from."""
+    for name in (".kafka_cleanshutdown", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                 "replication-offset-checkpoint", "cleaner-offset-checkpoint", ".plog-maintenance.json"):
+        (log_dir / name).unlink(missing_ok=True)
+    for part in log_dir.iterdir():
+        if part.is_dir() and not part.name.startswith("__"):
+            for f in part.iterdir():
+                if not f.name.endswith(".log") and f.name != "partition.metadata":
+                    f.unlink()
+
+
+def meta_properties(log_dir: Path) -> None:
+    (log_dir / "meta.properties").write_text(
+        "#\n#Sat Nov 21 00:00:00 UTC 2026\nnode.id=1\ndirectory.id=7lOHZuq5TmuXR6pIs0y9gw\nversion=1\n"
+        "cluster.id=plog-bench-cluster-0\n")
+
+
+def crc_pass(paths: list[Path]) -> float:
+    """Seconds for a bare CRC32C pass over the files."""
+    t0 = time.perf_counter()
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            while chunk := f.read(8 << 20):
+                crc32c.crc32c(chunk)
+    return time.perf_counter() - t0
+
+
+def peer_decode(paths: list[Path]) -> tuple[float, int]:
+    """kafka-python decoding every record of the files: (seconds, records)."""
+    from kafka.record.default_records import DefaultRecordBatch
+
+    t0 = time.perf_counter()
+    n = 0
+    for p in paths:
+        data = p.read_bytes()
+        pos = 0
+        while pos < len(data):
+            end = pos + 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+            for _r in DefaultRecordBatch(data[pos:end]):
+                n += 1
+            pos = end
+    return time.perf_counter() - t0, n
+
+
+# -- figures -----------------------------------------------------------------------------------------
+
+
+def bench_recovery(tmp: Path, gib: float, reps: int) -> dict:
+    log_dir = tmp / "recovery"
+    log_dir.mkdir()
+    meta_properties(log_dir)
+    per_part = int(gib * (1 << 30)) // 8
+    total = 0
+    for p in range(8):
+        total += write_partition(log_dir / f"bench-{p}", per_part)[1]
+    logs = sorted(log_dir.glob("*/*.log"))
+    result = {"bytes": total, "partitions": 8}
+    for jobs in (1, 2):
+        walls, rss = [], []
+        for _ in range(reps):
+            crash_state(log_dir)
+            wall, _cpu, mb = run_plog("recover", str(log_dir), "--jobs", str(jobs), "-q")
+            walls.append(wall)
+            rss.append(mb)
+        wall = statistics.median(walls)
+        result[f"jobs_{jobs}"] = {"seconds": round(wall, 3), "gb_per_s": round(total / wall / 1e9, 3),
+                                  "peak_rss_mb": round(max(rss), 1)}
+    crc = statistics.median(crc_pass(logs) for _ in range(reps))
+    result["peer_crc32c_pass"] = {"seconds": round(crc, 3), "gb_per_s": round(total / crc / 1e9, 3)}
+    result["ratio_vs_crc_pass"] = round(crc / result["jobs_1"]["seconds"], 3)
+    result["target_gb_per_s_per_process"] = TARGETS["recovery_gb_per_s_per_process"]
+    result["met"] = result["jobs_1"]["gb_per_s"] >= TARGETS["recovery_gb_per_s_per_process"]
+    return result
+
+
+def bench_compaction(tmp: Path, mib: int, reps: int, buffer_mib: int) -> dict:
+    src = tmp / "compact-src"
+    src.mkdir()
+    meta_properties(src)
+    (src / ".plog-topics.json").write_text(
+        '{"version": 1, "topics": {"keyed": {"topic_id": null, "configs": {"cleanup.policy": "compact"}}}}\n')
+    approx_records = (mib << 20) // 117
+    records, total = write_partition(src / "keyed-0", mib << 20, distinct_keys=max(1, approx_records // 10))
+    # An empty active segment after the data, as a broker always has one: the cleaner never
+    # touches the active segment, so without it the last data segment would stay dirty.
+    (src / "keyed-0" / f"{records:020d}.log").touch()
+    run_plog("recover", str(src), "-q")  # indexes and snapshots, as a broker would have left them
+    logs = sorted((src / "keyed-0").glob("*.log"))
+    walls, rss = [], []
+    work = tmp / "compact-run"
+    for _ in range(reps):
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(src, work)
+        wall, _cpu, mb = run_plog("compact", str(work), "--force", "--buffer-size", f"{buffer_mib}MiB",
+                                  "--delete-delay-ms", "0", "-q")
+        walls.append(wall)
+        rss.append(mb)
+    after = sum(f.stat().st_size for f in (work / "keyed-0").glob("*.log"))
+    wall = statistics.median(walls)
+    peer_s, peer_n = peer_decode(logs)
+    return {"bytes": total, "records": records, "bytes_after": after, "buffer_size_mb": buffer_mib,
+            "seconds": round(wall, 3), "mb_per_s": round(total / wall / 1e6, 1),
+            "records_per_s": round(records / wall), "peak_rss_mb": round(max(rss), 1),
+            "rss_over_buffer_mb": round(max(rss) - buffer_mib * 1.048576, 1),
+            "peer_kafka_python_decode": {"seconds": round(peer_s, 3), "records": peer_n,
+                                         "mb_per_s": round(total / peer_s / 1e6, 1)},
+            "ratio_vs_peer": round(peer_s / wall, 3),
+            "target_mb_per_s": TARGETS["compaction_mb_per_s"],
+            "met": total / wall / 1e6 >= TARGETS["compaction_mb_per_s"]}
+
+
+def bench_broker_recovery(tmp: Path, version: str, gib: float) -> dict:
+    """A real broker's recovery of the same crashed layout, from its own log line."""
+    sys.path.insert(0, str(ROOT / "tests" / "interop"))
+    from kafka_broker import KafkaBroker, write_log_configs
+    from kafka_fetch import fetch
+
+    jars = fetch(version)
+    work = tmp / "broker"
+    broker = KafkaBroker(version, jars, work, write_log_configs(work / "log4j"))
+    broker.format()
+    log_dir = broker.log_dir
+    per_part = int(gib * (1 << 30)) // 8
+    total = 0
+    for p in range(8):
+        total += write_partition(log_dir / f"bench-{p}", per_part)[1]
+    copy = tmp / "broker-copy"
+    shutil.copytree(log_dir, copy)
+    crash_state(log_dir)
+    broker.start()
+    try:
+        text = broker.server_log.read_text(errors="replace")
+    finally:
+        broker.kill()
+    m = re.search(r"Loaded (\d+) logs in (\d+)ms", text)
+    if not m:
+        return {"error": "no 'Loaded N logs in X ms' line in the broker's log"}
+    broker_s = int(m.group(2)) / 1000
+    crash_state(copy)
+    (copy / "meta.properties").write_text((log_dir / "meta.properties").read_text())
+    wall, _cpu, _mb = run_plog("recover", str(copy), "--jobs", "1", "-q")
+    return {"kafka_version": version, "bytes": total, "broker_logs_loaded": int(m.group(1)),
+            "broker_seconds": broker_s, "plog_seconds": round(wall, 3),
+            "plog_speedup": round(broker_s / wall, 3), "goal_speedup": 3.0, "met": broker_s / wall >= 3.0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="256 MiB recovery, 64 MiB compaction, one rep")
+    ap.add_argument("--recovery-gib", type=float, default=4.0)
+    ap.add_argument("--compact-mib", type=int, default=1024)
+    ap.add_argument("--buffer-mib", type=int, default=64)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--kafka", metavar="VERSION", help="also time a real broker's recovery (interop jars)")
+    ap.add_argument("--output", "--json", dest="output", help="also write the result to this file")
+    args = ap.parse_args()
+    if args.quick:
+        args.recovery_gib, args.compact_mib, args.reps = 0.25, 64, 1
+    load = os.getloadavg()
+    started = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="plog-bench-maint-"))
+    try:
+        result = {"benchmark": "maintenance", "load_average_at_start": [round(x, 2) for x in load],
+                  "cpus": os.cpu_count(),
+                  "recovery": bench_recovery(tmp, args.recovery_gib, args.reps),
+                  "compaction": bench_compaction(tmp, args.compact_mib, args.reps, args.buffer_mib)}
+        if args.kafka:
+            result["broker_recovery"] = bench_broker_recovery(tmp, args.kafka, args.recovery_gib)
+        result["elapsed_s"] = round(time.perf_counter() - started, 1)
+        emit(result, args.output)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
