@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -941,6 +942,14 @@ class _Cleaner:
             seg.delete_if_exists()
         else:
             seg.close_handlers()
+            # A rename keeps the old mtime; the sweep (retention.sweep_deleted_files) counts
+            # file.delete.delay.ms from the mtime, so it must be the time of the deletion.
+            stamp = time.time_ns()
+            for path in (seg.log_path, seg.offset_index.path, seg.time_index.path, seg.txn_index.path):
+                try:
+                    os.utime(path, ns=(stamp, stamp))
+                except FileNotFoundError:
+                    pass
 
 
 def _delete_cleaned_files(directory: Path, base: int) -> None:

@@ -40,6 +40,7 @@ from typing import Callable, Iterable
 
 from plog.formats.errors import CorruptIndexError, FormatError
 
+from .checkpoint_files import fsync_dir
 from .config import LogConfig
 from .epoch import LeaderEpochCache
 from .errors import InvalidOffsetError, OffsetOverflowError
@@ -205,9 +206,27 @@ def _recover_segments(log: Log, bases: list[int], report: LoadReport, progress=N
         psm = ProducerStateManager(log.dir)
         rebuild_producer_state(psm, segments, log.log_start_offset, base, reload_from_clean_shutdown=False)
         size = segment.size
+        doomed: list = []
+
+        def doom_later_segments(base=base, doomed=doomed) -> None:
+            # Crash safety: the segments after a truncation are renamed *.deleted (and the
+            # directory fsynced) BEFORE the segment is cut. Cut first, a crash would leave a
+            # clean-looking short segment followed by the later ones after a hole, and the
+            # next recovery would keep them; renamed first, the next load removes them and
+            # finds the damage again.
+            if doomed:
+                return
+            for later in [s for s in segments if s.base_offset > base]:
+                segments.remove(later.base_offset)
+                later.change_file_suffixes("", DELETED)
+                doomed.append(later)
+            if doomed:
+                fsync_dir(log.dir)
+
         try:
-            result = segment.recover(psm, log.epoch_cache)
+            result = segment.recover(psm, log.epoch_cache, before_truncate=doom_later_segments)
         except InvalidOffsetError as e:
+            doom_later_segments()
             removed = segment.truncate_to(base)
             result = SegmentRecovery(base, valid_bytes=0, truncated_bytes=removed,
                                      error=f"invalid offset during recovery, the segment is emptied ({e})",
@@ -225,9 +244,8 @@ def _recover_segments(log: Log, bases: list[int], report: LoadReport, progress=N
                if result.truncated_bytes else ""))
         if result.truncated_bytes > 0:
             report.truncated_bytes += result.truncated_bytes
-            for later in [s for s in segments if s.base_offset > base]:
-                segments.remove(later.base_offset)
-                later.change_file_suffixes("", DELETED)
+            doom_later_segments()
+            for later in doomed:
                 later.delete_if_exists()
                 report.deleted_files.append(later.log_path.name)
                 report.actions.append(f"deleted {later.log_path.name} after the truncation in {segment.log_path.name}")

@@ -333,10 +333,12 @@ class LogSegment:
 
     # -- recovery and truncation ---------------------------------------------------------------
 
-    def recover(self, producer_state=None, leader_epoch_cache=None) -> SegmentRecovery:
+    def recover(self, producer_state=None, leader_epoch_cache=None, *, before_truncate=None) -> SegmentRecovery:
         """§8.5. Rebuilds all three indexes from the ``.log``, truncates it after the last
         valid batch, and returns what it did. Producer state and the leader-epoch cache,
-        when given, are updated from every valid v2 batch as Kafka's recovery does."""
+        when given, are updated from every valid v2 batch as Kafka's recovery does.
+        ``before_truncate()`` runs just before bytes are cut (the loader removes the later
+        segments first, so that a crash in between cannot keep them)."""
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
@@ -392,6 +394,8 @@ class LogSegment:
         report.next_offset = next_offset
         truncated = self.size - valid_bytes
         if truncated > 0:
+            if before_truncate is not None:
+                before_truncate()
             os.ftruncate(self._fd, valid_bytes)
             self.size = valid_bytes
         self.offset_index.trim_to_valid_size()
