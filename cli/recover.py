@@ -122,6 +122,8 @@ def plan_lines(plan) -> list[str]:
                 lines.append(f"    delete {a.file}: {a.reason}")
             for name in p.offset_overflow:
                 lines.append(f"    split {name}: offsets overflow 32 bits (KAFKA-6264)")
+            for name in p.snapshots_deleted:
+                lines.append(f"    delete producer snapshot {name}: stray, out of range or unreadable")
             if p.snapshot_written:
                 lines.append(f"    write producer snapshot {p.snapshot_written}")
         for c in d.checkpoint_changes:

@@ -1025,6 +1025,19 @@ def _predict_end_state(part: Path, plan: PartitionPlan, segments: list[_Segment]
         if strays[-1] < max(bases):
             gone.add(strays[-1])
     gone.update(o for o in snaps if o > leo or o <= plan.new_log_start_offset)
+    # A snapshot that does not parse is deleted when the producer state loads it (Kafka's
+    # CorruptSnapshotException handling), and the one before it is used instead.
+    from plog.formats.errors import FormatError
+
+    from .producer_state import read_snapshot
+
+    names = {o: n for o, n in ((_offset_of(n), n) for n in view if n.endswith(_SNAPSHOT)) if o is not None}
+    for o in snaps:
+        if o not in gone:
+            try:
+                read_snapshot(part / view[names[o]])
+            except (FormatError, OSError, ValueError, EngineError):
+                gone.add(o)
     plan.snapshots_deleted = [f"{o:020d}{_SNAPSHOT}" for o in sorted(gone)]
     if leo > plan.new_log_start_offset and leo not in set(snaps) - gone:
         plan.snapshot_written = f"{leo:020d}{_SNAPSHOT}"
