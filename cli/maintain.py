@@ -138,6 +138,31 @@ TOPIC_HELP = "Only these topics (repeatable)."
 SERVER_PROPS_HELP = "A broker server.properties whose log.* settings are the defaults (log.retention.hours, ...)."
 
 
+def _delete_delay_option():
+    return typer.Option(None, "--delete-delay-ms", min=0, help="Override file.delete.delay.ms (0: remove at once).")
+
+
+def _server_properties_option():
+    return typer.Option(None, "--server-properties", help=SERVER_PROPS_HELP)
+
+
+def _topics_option():
+    return typer.Option(None, "--topic", "-t", help=TOPIC_HELP)
+
+
+def _now_option():
+    return typer.Option(None, "--now", help=NOW_HELP)
+
+
+def format_option():
+    return typer.Option(ReportFormat.text, "--format", "-f", case_sensitive=False,
+                        help="text or json (the whole plan or report).")
+
+
+def quiet_option():
+    return typer.Option(False, "--quiet", "-q", help="No summary on stderr, no progress bar.")
+
+
 @app.command(
     epilog=(
         "Examples:\n\n"
@@ -159,14 +184,12 @@ def retention(
     retention_ms: Optional[int] = typer.Option(None, "--retention-ms", min=-1, help="Override retention.ms."),
     retention_bytes: Optional[int] = typer.Option(None, "--retention-bytes", min=-1,
                                                   help="Override retention.bytes (per partition)."),
-    delete_delay_ms: Optional[int] = typer.Option(None, "--delete-delay-ms", min=0,
-                                                  help="Override file.delete.delay.ms (0: remove at once)."),
-    server_properties: Optional[str] = typer.Option(None, "--server-properties", help=SERVER_PROPS_HELP),
-    topics: Optional[List[str]] = typer.Option(None, "--topic", "-t", help=TOPIC_HELP),
-    now: Optional[str] = typer.Option(None, "--now", help=NOW_HELP),
-    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", case_sensitive=False,
-                                     help="text or json (the whole report)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr, no progress bar."),
+    delete_delay_ms: Optional[int] = _delete_delay_option(),
+    server_properties: Optional[str] = _server_properties_option(),
+    topics: Optional[List[str]] = _topics_option(),
+    now: Optional[str] = _now_option(),
+    fmt: ReportFormat = format_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Apply Kafka's delete policy: retention.ms, retention.bytes and the log start offset."""
     options = _options(dry_run=dry_run, now=now,
@@ -201,14 +224,12 @@ def compact(
                                                               help="Override min.cleanable.dirty.ratio."),
     delete_retention_ms: Optional[int] = typer.Option(None, "--delete-retention-ms", min=0,
                                                       help="Override delete.retention.ms."),
-    delete_delay_ms: Optional[int] = typer.Option(None, "--delete-delay-ms", min=0,
-                                                  help="Override file.delete.delay.ms (0: remove at once)."),
-    server_properties: Optional[str] = typer.Option(None, "--server-properties", help=SERVER_PROPS_HELP),
-    topics: Optional[List[str]] = typer.Option(None, "--topic", "-t", help=TOPIC_HELP),
-    now: Optional[str] = typer.Option(None, "--now", help=NOW_HELP),
-    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", case_sensitive=False,
-                                     help="text or json (the whole report)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr, no progress bar."),
+    delete_delay_ms: Optional[int] = _delete_delay_option(),
+    server_properties: Optional[str] = _server_properties_option(),
+    topics: Optional[List[str]] = _topics_option(),
+    now: Optional[str] = _now_option(),
+    fmt: ReportFormat = format_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Compact logs with Kafka's log cleaner (cleanup.policy=compact)."""
     options = _options(dry_run=dry_run, now=now,
@@ -235,11 +256,10 @@ def maintain(
     dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Change nothing; print the plans."),
     explain: bool = typer.Option(False, "--explain", help="Explain every decision."),
     buffer_size: str = typer.Option("128MiB", "--buffer-size", help="The cleaner's offset map memory."),
-    topics: Optional[List[str]] = typer.Option(None, "--topic", "-t", help=TOPIC_HELP),
-    now: Optional[str] = typer.Option(None, "--now", help=NOW_HELP),
-    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", case_sensitive=False,
-                                     help="text or json (the whole report)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr, no progress bar."),
+    topics: Optional[List[str]] = _topics_option(),
+    now: Optional[str] = _now_option(),
+    fmt: ReportFormat = format_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Run retention and compaction once for a data directory (or any PATH)."""
     options = _options(dry_run=dry_run, now=now, overrides={}, server_properties=None, topics=topics,

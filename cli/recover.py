@@ -12,7 +12,7 @@ import typer
 from .errors import PlogCliError
 from .exit_codes import ExitCode
 from .main import app
-from .maintain import PATH_HELP, ReportFormat, resolve_path
+from .maintain import PATH_HELP, ReportFormat, format_option, quiet_option, resolve_path
 
 
 @app.command(
@@ -42,9 +42,8 @@ def recover(
                                                           "and keep the valid batches after them."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1,
                                        help="Recover partitions in this many processes (default: the cores)."),
-    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", case_sensitive=False,
-                                     help="text or json (the whole plan or report)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr, no progress bar."),
+    fmt: ReportFormat = format_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Recover Kafka log directories after a crash, as a broker does at start-up."""
     from plog.engine import recovery
