@@ -234,3 +234,17 @@ def test_retention_and_compaction_of_a_compact_delete_topic(tmp_path, capsys):
     # exactly as a broker's would.
     assert lines[1].startswith("both-0 [retention]: nothing to delete (00000000000000000000.log: kept:")
     assert "(mtime)" in lines[1] or "no record timestamps" in lines[1]
+
+
+def test_init_broker_configs(tmp_path, capsys):
+    d = str(tmp_path / "data")
+    code, _, err = plog(capsys, "init", "-d", d, "--broker-config", "log.retention.check.interval.ms=0",
+                        "--broker-config", "log.cleaner.enable=false")
+    assert code == 0, err
+    assert DataDir.open(d).metadata.broker_configs == {"log.retention.check.interval.ms": "0",
+                                                       "log.cleaner.enable": "false"}
+    code, _, err = plog(capsys, "init", "-d", str(tmp_path / "d2"), "--broker-config", "log.cleaner.threads=2")
+    assert code == 1 and "unknown broker config 'log.cleaner.threads'" in err and err.count("\n") == 1
+    code, _, err = plog(capsys, "init", "-d", str(tmp_path / "d3"), "--broker-config", "log.cleaner.enable=maybe")
+    assert code == 1 and "log.cleaner.enable must be true or false" in err
+    assert not (tmp_path / "d2" / "cluster.json").exists() and not (tmp_path / "d3" / "cluster.json").exists()
