@@ -87,14 +87,9 @@ class _Progress:
 
 
 def human_bytes(n: int | None) -> str:
-    if n is None:
-        return ""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return str(n)
+    from plog.engine.retention import format_bytes
+
+    return "" if n is None else format_bytes(n)
 
 
 def _opt(value) -> str:

@@ -73,7 +73,9 @@ def _run(operation, path, options, fmt: ReportFormat, explain: bool, quiet: bool
 
     runner = {"retention": maintenance.run_retention, "compact": maintenance.run_compaction,
               "maintain": maintenance.run_maintenance}[operation]
-    progress, finish = byte_progress(operation, None if options.dry_run else _size_of(path), quiet)
+    # The cleaner reads the dirty section twice (offset map, then the copy) and retention
+    # reads nothing: the bar shows bytes done and speed, without a total to overshoot.
+    progress, finish = byte_progress(operation, None, quiet or options.dry_run, unknown_total=True)
     try:
         report = runner(resolve_path(path), options, progress)
     finally:
@@ -89,15 +91,6 @@ def _run(operation, path, options, fmt: ReportFormat, explain: bool, quiet: bool
         sys.stderr.write(f"plog {operation}: {len(report.partitions)} partition operation"
                          f"{'s' * (len(report.partitions) != 1)}, {done} {verb}\n")
     return report
-
-
-def _size_of(path: Optional[str]) -> int | None:
-    try:
-        from plog.engine.discovery import partitions
-
-        return sum(os.path.getsize(s.log) for p in partitions(resolve_path(path)) for s in p.segments if s.log)
-    except (OSError, ValueError, PlogCliError):
-        return None
 
 
 def render_text(report, *, explain: bool, verbose: bool = False) -> list[str]:

@@ -177,7 +177,7 @@ def run(path: str | os.PathLike, operations: tuple[str, ...], options: Maintenan
 
 def _is_log_dir(path: str) -> bool:
     try:
-        return classify(path) in ("logdir",)
+        return classify(path) == "logdir"
     except (OSError, ValueError):
         return False
 
@@ -185,6 +185,7 @@ def _is_log_dir(path: str) -> bool:
 def _targets(path: str, options: MaintenanceOptions) -> list[tuple[str | None, list[PartitionInfo]]]:
     """``(log dir or None, partitions)`` groups; None for a partition folder outside a log dir."""
     groups: dict[str | None, list[PartitionInfo]] = {}
+    log_dir_of: dict[str, str | None] = {}  # parent -> itself if a log dir (classified once each)
     for part in find_partitions(path):
         tp = part.topic_partition
         if tp is None or part.kind != "current" or tp.topic == CLUSTER_METADATA_TOPIC:
@@ -194,7 +195,9 @@ def _targets(path: str, options: MaintenanceOptions) -> list[tuple[str | None, l
         if not options.include_internal and tp.topic.startswith("__"):
             continue
         parent = os.path.dirname(os.path.abspath(part.path))
-        groups.setdefault(parent if _is_log_dir(parent) else None, []).append(part)
+        if parent not in log_dir_of:
+            log_dir_of[parent] = parent if _is_log_dir(parent) else None
+        groups.setdefault(log_dir_of[parent], []).append(part)
     if options.topics:
         found = {p.topic_partition.topic for parts in groups.values() for p in parts}
         missing = [t for t in options.topics if t not in found]
