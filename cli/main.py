@@ -49,7 +49,7 @@ def root(
 
 
 # Command modules register themselves on import.
-from . import assign, consume, dump, groups, lookup, ls, maintain, produce, recover, topics, verify  # noqa: E402,F401  (each registers its command)
+from . import assign, consume, dump, groups, lookup, ls, maintain, produce, recover, scan, topics, verify  # noqa: E402,F401  (each registers its command)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     from plog.engine.config import ConfigError
     from plog.engine.errors import EngineError
     from plog.formats.errors import FormatError
+    from plog.spark_tasks.errors import SparkSetupError
 
     from .errors import PlogCliError
 
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     except _click_exception() as e:
         e.show()
         sys.exit(e.exit_code)
-    except (PlogCliError, FormatError, EngineError, ConfigError, OSError) as e:
+    except (PlogCliError, FormatError, EngineError, ConfigError, SparkSetupError, OSError) as e:
         if os.environ.get("PLOG_DEBUG"):
             raise
         code = getattr(e, "exit_code", ExitCode.ERROR)

@@ -359,6 +359,7 @@ def plan_scan(paths: Iterable[str], flt: ScanFilter | None = None, *, unit_bytes
     infos: list[PartitionInfo] = []
     seen: set[str] = set()
     for path in paths:
+        path = os.path.abspath(path)  # rows name segments by absolute path, wherever they run
         kind = classify(path)
         if kind == "segment":
             raise NotAKafkaPathError(f"{path}: scan reads directories; use plog dump for one segment")
@@ -984,6 +985,39 @@ def unit_batches(unit: ScanUnit, flt: ScanFilter | None = None, problems: list |
                             batch.size_in_bytes, batch.magic, codec_name(batch.compression), batch.producer_id,
                             batch.producer_epoch, batch.base_sequence, batch.partition_leader_epoch,
                             batch.is_transactional, batch.is_control, batch.is_valid(), s.segment, batch.position)
+
+
+_TS_TYPE_NAMES = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
+
+
+def format_record_jsonl(rec: ScanRecord) -> bytes:
+    """One search result as a JSON line: ``plog consume --format jsonl``'s fields (so
+    ``plog produce --input-format jsonl`` takes it back) followed by where the record is:
+    ``segment``, ``position`` (of its batch), ``baseOffset``, ``producerId``, ``codec``."""
+    from .record_io import ConsumerRecord, format_jsonl
+    import json
+
+    line = format_jsonl(ConsumerRecord(rec.topic, rec.partition, rec.offset, rec.timestamp,
+                                       _TS_TYPE_NAMES.get(rec.timestamp_type, "NoTimestampType"),
+                                       rec.key, rec.value, rec.headers))
+    extra = (f',"segment":{json.dumps(rec.segment, ensure_ascii=False)},"position":{rec.position},'
+             f'"baseOffset":{rec.base_offset},"producerId":{rec.producer_id},"codec":"{rec.codec}"}}\n')
+    return line[:-2] + extra.encode("utf-8")
+
+
+def unit_jsonl(unit: ScanUnit, flt: ScanFilter | None = None, *, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
+    """:func:`unit_records` as JSON lines, joined into chunks of about ``chunk_bytes``."""
+    out: list[bytes] = []
+    size = 0
+    for rec in unit_records(unit, flt):
+        line = format_record_jsonl(rec)
+        out.append(line)
+        size += len(line)
+        if size >= chunk_bytes:
+            yield b"".join(out)
+            out, size = [], 0
+    if out:
+        yield b"".join(out)
 
 
 # -- running a plan in local processes -----------------------------------------------------

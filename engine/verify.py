@@ -1730,8 +1730,9 @@ def _run_task(task: _Task, options: VerifyOptions, stats: VerifyStats,
     yield from rep.overflow()
 
 
-def _run_task_collected(task: _Task, options: VerifyOptions) -> tuple[list[Finding], VerifyStats]:
-    """The process-pool entry point: a task's findings as a list, and its stats."""
+def run_task_collected(task: _Task, options: VerifyOptions) -> tuple[list[Finding], VerifyStats]:
+    """One planned task's findings as a list, and its stats: the entry point of worker
+    processes and of Spark executors (``plog scan --mode verify``)."""
     stats = VerifyStats()
     return list(_run_task(task, options, stats, None)), stats
 
@@ -1772,7 +1773,7 @@ def verify_paths(paths: Iterable[str], options: VerifyOptions | None = None, *, 
                 if task is None:
                     break
                 if task.kind == "partition":
-                    pending.append((task, ex.submit(_run_task_collected, task, options)))
+                    pending.append((task, ex.submit(run_task_collected, task, options)))
                     in_flight += 1
                 else:
                     pending.append((task, None))
@@ -1815,6 +1816,7 @@ __all__ = [
     "default_jobs",
     "plan",
     "planned_bytes",
+    "run_task_collected",
     "verify_log_dir",
     "verify_partition",
     "verify_path",

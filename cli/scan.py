@@ -1,0 +1,538 @@
+"""``plog scan``: whole log directories in parallel, in local processes or on Apache Spark."""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import sys
+import time
+from typing import List, Optional
+
+import typer
+
+from .errors import PlogCliError
+from .exit_codes import ExitCode
+from .main import app
+from .output import ListFormat, emit
+
+
+class ScanMode(str, enum.Enum):
+    stats = "stats"
+    search = "search"
+    verify = "verify"
+    sql = "sql"
+
+
+class SearchOutput(str, enum.Enum):
+    jsonl = "jsonl"
+    parquet = "parquet"
+
+
+EPILOG = (
+    "Examples:\n\n"
+    "  plog scan /var/lib/kafka/data                        stats of every partition, all local cores\n\n"
+    "  plog scan --spark /var/lib/kafka/data                the same on Spark (local[*])\n\n"
+    "  plog scan --spark --master spark://host:7077 /mnt/shared/kafka --format json\n\n"
+    "  plog scan DIR --key order-42 --time-range @2026-11-01:@2026-11-02     search (jsonl on stdout)\n\n"
+    "  plog scan DIR --spark --value-contains ERROR --output /tmp/errors.parquet\n\n"
+    "  plog scan DIR --mode verify --spark                  plog verify's checks, one task per partition\n\n"
+    "  plog scan DIR --spark --sql \"SELECT topic, count(*) FROM records GROUP BY topic\"\n\n"
+    "Modes: stats (default): per partition replica, records, batches, bytes, offset and time ranges, "
+    "codecs, a distinct-key estimate (HyperLogLog, ~1.6% error), record sizes (p50/p99 are histogram "
+    "bucket bounds), producers, damage found. search (implied by --key, --value-contains, --header): "
+    "matching records as plog consume's JSON lines plus segment and position. verify: the checks of plog "
+    "verify. sql (implied by --sql, needs --spark): views `records` and `batches` with the plog data "
+    "source's columns. --offset-range and --time-range apply to stats and search and are pushed down to "
+    "segment selection through file names and the indexes.\n\n"
+    "Spark: --master defaults to local[*] (under spark-submit, its master); executors use this Python "
+    "unless PYSPARK_PYTHON is set. On a cluster plog ships itself to the executors (pyarrow must be "
+    "installed there) and PATH must be visible at the same path on every worker. Spark's own log goes to "
+    "a temporary file named in errors. Needs pip install 'plog[spark]' and Java 17+.\n\n"
+    "Exit status: 0 done, nothing wrong found; 1 error (bad path, Spark cannot start); 2 usage error; "
+    "3 the scan ran and found damage (corrupt batches, torn tails; verify errors)."
+)
+
+
+def _split_topics(values: Optional[List[str]]):
+    if not values:
+        return None
+    return frozenset(t.strip() for v in values for t in v.split(",") if t.strip())
+
+
+def _offset_bounds(text: Optional[str]) -> tuple[int | None, int | None]:
+    if text is None:
+        return None, None
+    raw = text.strip()
+    lo, sep, hi = raw.partition(":")
+    try:
+        lo_v = int(lo) if lo.strip() else None
+        hi_v = int(hi) if hi.strip() else None
+    except ValueError:
+        raise typer.BadParameter(f"expected absolute offsets A:B (B exclusive, either side may be empty), "
+                                 f"got {text!r}", param_hint="--offset-range") from None
+    if not sep:
+        hi_v = None if lo_v is None else lo_v + 1
+    if (lo_v is not None and lo_v < 0) or (hi_v is not None and hi_v < 0):
+        raise typer.BadParameter(f"offsets must not be negative: {text!r}", param_hint="--offset-range")
+    return lo_v, hi_v
+
+
+def _time_bounds(text: Optional[str], now_ms: int) -> tuple[int | None, int | None]:
+    if text is None:
+        return None, None
+    from plog.engine.errors import InvalidOffsetSpecError
+    from plog.engine.offset_spec import OffsetSpec, parse_offset_range
+
+    try:
+        rng = parse_offset_range(text, now_ms, default_start=OffsetSpec("timestamp", -1))
+    except InvalidOffsetSpecError as e:
+        raise typer.BadParameter(str(e), param_hint="--time-range") from None
+    if rng.end is None and ":" not in text:
+        raise typer.BadParameter(f"expected a time range T1:T2 (either side may be empty), got {text!r}",
+                                 param_hint="--time-range")
+    for spec in (rng.start, rng.end):
+        if spec is not None and spec.kind != "timestamp":
+            raise typer.BadParameter(f"both ends must be times (@<ms>, @<ISO-8601>, @-<duration>), got {text!r}",
+                                     param_hint="--time-range")
+    lo = rng.start.value if rng.start.value >= 0 else None
+    return lo, (rng.end.value if rng.end is not None else None)
+
+
+def _binary(text: Optional[str], hex_text: Optional[str], name: str) -> bytes | None:
+    if text is not None and hex_text is not None:
+        raise typer.BadParameter(f"give {name} or {name}-hex, not both", param_hint=name)
+    if hex_text is not None:
+        try:
+            return bytes.fromhex(hex_text)
+        except ValueError:
+            raise typer.BadParameter(f"not hexadecimal: {hex_text!r}", param_hint=f"{name}-hex") from None
+    return None if text is None else text.encode("utf-8", "surrogateescape")
+
+
+def _headers(items: Optional[List[str]]):
+    out = []
+    for item in items or []:
+        if "=" not in item:
+            raise typer.BadParameter(f"expected key=value, got {item!r}", param_hint="--header")
+        k, v = item.split("=", 1)
+        out.append((k, v.encode("utf-8", "surrogateescape")))
+    return tuple(out)
+
+
+@app.command(epilog=EPILOG)
+def scan(
+    paths: List[str] = typer.Argument(..., metavar="PATH...",
+                                      help="Data directories, log directories or partition folders."),
+    mode: Optional[ScanMode] = typer.Option(None, "--mode", "-m", case_sensitive=False,
+                                            help="stats (default), search, verify or sql."),
+    spark: bool = typer.Option(False, "--spark", help="Run on Apache Spark (default master local[*])."),
+    master: Optional[str] = typer.Option(None, "--master", metavar="URL",
+                                         help="Spark master: local[N], spark://host:7077, yarn, k8s://... "
+                                              "(implies --spark)."),
+    conf: Optional[List[str]] = typer.Option(None, "--conf", metavar="KEY=VALUE",
+                                             help="A Spark setting, repeatable (implies --spark)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1,
+                                       help="Without --spark: processes to use (default: the number of cores)."),
+    unit_size: Optional[str] = typer.Option(None, "--unit-size", metavar="SIZE",
+                                            help="Bytes per work unit (128MiB, ...; default: about two units per "
+                                                 "core, at most 128MiB)."),
+    topics: Optional[List[str]] = typer.Option(None, "--topic", "-t", help="Only these topics (repeatable, or "
+                                                                           "comma-separated)."),
+    offset_range: Optional[str] = typer.Option(None, "--offset-range", metavar="A:B",
+                                               help="Offsets A up to B (exclusive); N alone is one offset."),
+    time_range: Optional[str] = typer.Option(None, "--time-range", metavar="T1:T2",
+                                             help="Record timestamps from T1 up to T2 (exclusive): @<ms>, "
+                                                  "@<ISO-8601>, @-<duration>."),
+    key: Optional[str] = typer.Option(None, "--key", help="search: records with exactly this key (UTF-8)."),
+    key_hex: Optional[str] = typer.Option(None, "--key-hex", help="search: the key as hexadecimal bytes."),
+    value_contains: Optional[str] = typer.Option(None, "--value-contains",
+                                                 help="search: records whose value contains this text."),
+    value_contains_hex: Optional[str] = typer.Option(None, "--value-contains-hex",
+                                                     help="search: ... these bytes (hexadecimal)."),
+    header: Optional[List[str]] = typer.Option(None, "--header", metavar="KEY=VALUE",
+                                               help="search: records with this header (repeatable: all must be "
+                                                    "present)."),
+    sql_query: Optional[str] = typer.Option(None, "--sql", metavar="QUERY",
+                                            help="sql: a Spark SQL query over the views `records` and `batches`."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH",
+                                         help="search: write results here instead of stdout (a Parquet directory, "
+                                              "or JSON lines with --output-format jsonl)."),
+    output_format: Optional[SearchOutput] = typer.Option(None, "--output-format", case_sensitive=False,
+                                                         help="search with --output: parquet (default, needs "
+                                                              "--spark) or jsonl."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="search: replace an existing --output."),
+    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", case_sensitive=False,
+                                   help="stats, sql, verify: table (verify: its text lines), json, jsonl or csv."),
+    max_findings: int = typer.Option(100, "--max-findings", min=0,
+                                     help="verify: at most this many findings of one check per file (0: all)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary line and no progress bar."),
+) -> None:
+    """Scan whole Kafka log directories: statistics, record search, verification or SQL,
+    split into byte-range work units run in local processes or on Apache Spark."""
+    from plog.engine.discovery import NotAKafkaPathError
+    from plog.engine.scan import ScanError, ScanFilter, plan_scan
+
+    search_given = key is not None or key_hex is not None or value_contains is not None \
+        or value_contains_hex is not None or bool(header)
+    if mode is None:
+        mode = ScanMode.sql if sql_query is not None else ScanMode.search if search_given else ScanMode.stats
+    if sql_query is not None and mode is not ScanMode.sql:
+        raise typer.BadParameter("--sql goes with --mode sql", param_hint="--sql")
+    if mode is ScanMode.sql and sql_query is None:
+        raise typer.BadParameter("--mode sql needs a query: --sql \"SELECT ...\"", param_hint="--sql")
+    if search_given and mode is not ScanMode.search:
+        raise typer.BadParameter(f"--key/--value-contains/--header filter records: use them with --mode search, "
+                                 f"not {mode.value}", param_hint="--mode")
+    if (output is not None or output_format is not None) and mode is not ScanMode.search:
+        raise typer.BadParameter("--output and --output-format are for --mode search", param_hint="--output")
+    use_spark = spark or master is not None or bool(conf)
+    if mode is ScanMode.sql and not use_spark:
+        raise typer.BadParameter("--sql runs on Spark: add --spark", param_hint="--sql")
+    if output_format is not None and output is None:
+        raise typer.BadParameter("--output-format needs --output", param_hint="--output-format")
+    out_kind = (output_format or SearchOutput.parquet) if output is not None else None
+    if out_kind is SearchOutput.parquet and not use_spark:
+        raise typer.BadParameter("Parquet output is written by Spark: add --spark, or use --output-format jsonl",
+                                 param_hint="--output")
+    if jobs is not None and use_spark:
+        raise typer.BadParameter("--jobs is for local processes; Spark's parallelism comes from --master "
+                                 "(local[N])", param_hint="--jobs")
+    if mode is ScanMode.verify and (offset_range or time_range or topics):
+        raise typer.BadParameter("verify checks whole partitions: --topic, --offset-range and --time-range "
+                                 "do not apply", param_hint="--mode")
+    from .maintain import parse_size
+    from .output import parse_key_values
+
+    spark_conf = parse_key_values(conf, "--conf")
+    unit_bytes = parse_size(unit_size, "--unit-size") if unit_size is not None else None
+    now_ms = int(time.time() * 1000)
+    offset_lo, offset_hi = _offset_bounds(offset_range)
+    time_lo, time_hi = _time_bounds(time_range, now_ms)
+    flt = ScanFilter(topics=_split_topics(topics), offset_lo=offset_lo, offset_hi=offset_hi, time_lo=time_lo,
+                     time_hi=time_hi, key=_binary(key, key_hex, "--key"),
+                     value_contains=_binary(value_contains, value_contains_hex, "--value-contains"),
+                     headers=_headers(header))
+    if output is not None and os.path.exists(output) and not overwrite:
+        raise PlogCliError(f"{output} exists (use --overwrite to replace it)")
+    for p in paths:
+        if not os.path.exists(p):
+            raise PlogCliError(f"{p}: no such file or directory")
+
+    local_jobs = jobs or os.cpu_count() or 1
+    started = time.monotonic()
+    try:
+        if mode is ScanMode.verify:
+            code = _verify(paths, use_spark, master, spark_conf, local_jobs, fmt, max_findings, quiet)
+        else:
+            plan = plan_scan(paths, flt, unit_bytes=unit_bytes,
+                             parallelism=_spark_cores(master) if use_spark else local_jobs)
+            if mode is ScanMode.stats:
+                code = _stats(plan, flt, use_spark, master, spark_conf, local_jobs, fmt, quiet)
+            elif mode is ScanMode.search:
+                code = _search(paths, plan, flt, use_spark, master, spark_conf, local_jobs, output, out_kind,
+                               overwrite, unit_bytes, quiet)
+            else:
+                code = _sql(paths, plan, flt, sql_query, master, spark_conf, unit_bytes, fmt)
+    except (NotAKafkaPathError, ScanError) as e:
+        raise PlogCliError(str(e)) from e
+    if not quiet:
+        where = f"Spark ({master or 'local[*]'})" if use_spark else \
+            f"{local_jobs} process{'es' * (local_jobs != 1)}"
+        sys.stderr.write(f"plog scan: {mode.value} done in {time.monotonic() - started:.1f}s on {where}\n")
+    if code:
+        sys.exit(int(code))
+
+
+def _spark_cores(master: Optional[str]) -> int:
+    if master and master.startswith("local[") and master[6:-1].isdigit():
+        return int(master[6:-1])
+    return os.cpu_count() or 2
+
+
+class _Spark:
+    """The session for one command: started (quietly) on entry, stopped on exit if owned."""
+
+    def __init__(self, master, conf, quiet: bool):
+        self.master, self.conf, self.quiet = master, conf, quiet
+
+    def __enter__(self):
+        from plog.spark_tasks import session
+
+        if not self.quiet and sys.stderr.isatty():
+            sys.stderr.write("plog scan: starting Spark...\r")
+            sys.stderr.flush()
+        self.handle = session.start(self.master, self.conf)
+        return self.handle.spark
+
+    def __exit__(self, *exc):
+        self.handle.stop()
+
+
+def _task_progress(spark, quiet: bool):
+    """Spark's job progress (tasks done of tasks) as a bar on stderr, on a terminal only."""
+    import contextlib
+
+    if quiet or not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from plog.spark_tasks.jobs import JobProgress
+
+    bar = Progress("spark tasks", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=Console(stderr=True), transient=True)
+    task = bar.add_task("scan", total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    class _Both:
+        def __enter__(self):
+            bar.start()
+            self.jp = JobProgress(spark, update).__enter__()
+
+        def __exit__(self, *exc):
+            self.jp.__exit__(*exc)
+            bar.stop()
+
+    return _Both()
+
+
+def _byte_progress(plan, quiet: bool):
+    from .progress import byte_progress
+
+    return byte_progress("scan", plan.total_bytes, quiet)
+
+
+STATS_COLUMNS = ["topic", "partition", "log_dir", "records", "batches", "size", "offsets", "time_range", "codecs",
+                 "keys", "record_size", "producers", "damage"]
+
+
+def _stats_rows(stats: list) -> tuple[list[dict], list[str]]:
+    from plog.engine.retention import format_bytes, format_timestamp
+
+    rows = []
+    dirs = {s.log_dir for s in stats}
+    for s in stats:
+        d = s.to_dict()
+        sizes = d["record_size"]
+        rows.append({
+            "topic": s.topic, "partition": s.partition, "log_dir": s.log_dir, "records": s.records,
+            "batches": s.batches, "size": format_bytes(s.bytes),
+            "offsets": f"{s.first_offset}..{s.last_offset}" if s.first_offset is not None else None,
+            "time_range": (f"{format_timestamp(s.min_timestamp)}..{format_timestamp(s.max_timestamp)}"
+                           if s.min_timestamp is not None else None),
+            "codecs": ",".join(f"{k}:{v}" for k, v in d["codecs"].items()) or None,
+            "keys": f"~{d['distinct_keys_estimate']}" + (f" +{s.null_keys} null" if s.null_keys else ""),
+            "record_size": (f"p50<={sizes['p50']} p99<={sizes['p99']} max={sizes['max']}"
+                            if sizes["max"] is not None else None),
+            "producers": d["producers"],
+            "damage": (f"{s.corrupt_batches} corrupt batches, {len(s.problems)} problems"
+                       if s.problems or s.corrupt_batches else None),
+        })
+    columns = [c for c in STATS_COLUMNS if c != "log_dir" or len(dirs) > 1]
+    return rows, columns
+
+
+def _report_problems(stats: list, quiet: bool) -> int:
+    problems = [(s, p) for s in stats for p in s.problems]
+    if not problems:
+        return 0
+    if not quiet:
+        for s, (segment, position, message) in problems[:50]:
+            sys.stderr.write(f"plog scan: {segment}:{position}: {message}\n")
+        if len(problems) > 50:
+            sys.stderr.write(f"plog scan: ... and {len(problems) - 50} more problems (see --format json)\n")
+    return ExitCode.PROBLEMS_FOUND
+
+
+def _stats(plan, flt, use_spark, master, conf, jobs, fmt: ListFormat, quiet: bool) -> int:
+    from plog.engine.scan import scan_stats
+
+    if use_spark:
+        from plog.spark_tasks import jobs as spark_jobs
+
+        with _Spark(master, conf, quiet) as spark, _task_progress(spark, quiet):
+            stats = spark_jobs.stats(spark, plan, flt)
+    else:
+        advance, finish = _byte_progress(plan, quiet)
+        try:
+            stats = scan_stats([], flt, jobs=jobs, progress=advance, plan=plan)
+        finally:
+            finish()
+    if fmt in (ListFormat.json, ListFormat.jsonl):
+        emit([s.to_dict() for s in stats], fmt, [])
+    else:
+        rows, columns = _stats_rows(stats)
+        emit(rows, fmt, columns, right=("partition", "records", "batches", "size", "producers"))
+    if not quiet:
+        total = sum(s.records for s in stats)
+        sys.stderr.write(f"plog scan: {len(stats)} partition replica{'s' * (len(stats) != 1)}, {total} records, "
+                         f"{plan.total_bytes} bytes in {len(plan.units)} unit{'s' * (len(plan.units) != 1)}"
+                         f"{f', {plan.pruned_segments} segments pruned by the ranges' if plan.pruned_segments else ''}"
+                         f"{f', {len(plan.skipped_folders)} non-current folders skipped' if plan.skipped_folders else ''}"
+                         "\n")
+    return _report_problems(stats, quiet)
+
+
+def _open_output(output: Optional[str], overwrite: bool):
+    if output is None or output == "-":
+        return getattr(sys.stdout, "buffer", None), False
+    return open(output, "wb"), True
+
+
+def _search(paths, plan, flt, use_spark, master, conf, jobs, output, out_kind, overwrite, unit_bytes,
+            quiet: bool) -> int:
+    count = 0
+    problems: list = []
+    if use_spark:
+        from plog.spark_tasks import jobs as spark_jobs
+
+        with _Spark(master, conf, quiet) as spark, _task_progress(spark, quiet):
+            if out_kind is SearchOutput.parquet:
+                count = spark_jobs.search_to_parquet(spark, paths, flt, output, unit_bytes=unit_bytes,
+                                                     parallelism=_spark_cores(master), overwrite=overwrite)
+            else:
+                count = _write_chunks(spark_jobs.search_jsonl(spark, plan, flt), output, overwrite)
+    else:
+        advance, finish = _byte_progress(plan, quiet)
+        try:
+            count = _write_chunks(_local_jsonl(plan, flt, jobs, advance, problems), output, overwrite)
+        finally:
+            finish()
+    if not quiet:
+        where = f" to {output}" if output else ""
+        sys.stderr.write(f"plog scan: {count} matching records{where}\n")
+        for p in problems[:50]:
+            sys.stderr.write(f"plog scan: {p.segment}:{p.position}: {p.message}\n")
+    return ExitCode.PROBLEMS_FOUND if problems else 0
+
+
+def _search_task(args):
+    """A worker process's share of a local search: one unit's matches as JSON lines."""
+    from plog.engine.scan import format_record_jsonl, unit_records
+
+    unit, flt = args
+    problems: list = []
+    data = b"".join(format_record_jsonl(r) for r in unit_records(unit, flt, problems))
+    return data, problems
+
+
+def _local_jsonl(plan, flt, jobs, progress, problems):
+    from plog.engine.scan import run_units
+
+    for data, found in run_units(plan, _search_task, flt, jobs, progress):
+        problems.extend(found)
+        if data:
+            yield data
+
+
+def _write_chunks(chunks, output, overwrite) -> int:
+    out, close = _open_output(output, overwrite)
+    count = 0
+    try:
+        for chunk in chunks:
+            count += chunk.count(b"\n")
+            if out is None:
+                sys.stdout.write(chunk.decode("utf-8"))
+            else:
+                out.write(chunk)
+                if not close:
+                    out.flush()
+    finally:
+        if close:
+            out.close()
+        elif out is not None:
+            out.flush()
+    return count
+
+
+def _sql_value(value):
+    import datetime as dt
+
+    from plog.engine.binary_json import encode_bytes
+
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return encode_bytes(bytes(value))
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return value.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if hasattr(value, "asDict"):
+        return {k: _sql_value(v) for k, v in value.asDict().items()}
+    if isinstance(value, dict):
+        return {str(k): _sql_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_sql_value(v) for v in value]
+    if hasattr(value, "is_finite") or type(value).__name__ == "Decimal":
+        return str(value)
+    return value
+
+
+def _sql(paths, plan, flt, query, master, conf, unit_bytes, fmt: ListFormat) -> int:
+    from plog.spark_tasks import jobs as spark_jobs
+
+    with _Spark(master, conf, False) as spark, _task_progress(spark, False):
+        try:
+            columns, rows = spark_jobs.sql(spark, paths, query, flt, unit_bytes=unit_bytes,
+                                           parallelism=_spark_cores(master))
+        except Exception as e:  # Spark's AnalysisException / ParseException: the user's query
+            if type(e).__module__.startswith("pyspark") and "AnalysisException" in type(e).__name__ \
+                    or "ParseException" in type(e).__name__:
+                from plog.spark_tasks.session import _first_line
+
+                raise PlogCliError(f"SQL: {_first_line(e)}", ExitCode.USAGE) from e
+            raise
+    unique = []
+    for c in columns:
+        name = c
+        while name in unique:
+            name += "_"
+        unique.append(name)
+    out = [dict(zip(unique, (_sql_value(v) for v in row))) for row in rows]
+    if fmt is ListFormat.table:
+        emit([{k: (json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v)
+               for k, v in r.items()} for r in out], fmt, unique, titles={c: c for c in unique})
+    else:
+        emit(out, fmt, unique)
+    return 0
+
+
+def _verify(paths, use_spark, master, conf, jobs, fmt: ListFormat, max_findings: int, quiet: bool) -> int:
+    from plog.engine.verify import VerifyOptions, VerifyStats, plan, planned_bytes, verify_paths
+
+    from .verify import VerifyFormat, _writer
+
+    if fmt in (ListFormat.csv, ListFormat.json):
+        raise typer.BadParameter("verify prints findings as text lines (--format table) or jsonl",
+                                 param_hint="--format")
+    options = VerifyOptions(max_findings_per_check=max_findings)
+    tasks = plan(paths, options)
+    stats = VerifyStats()
+    write = _writer(VerifyFormat.jsonl if fmt is ListFormat.jsonl else VerifyFormat.text)
+    if use_spark:
+        from plog.spark_tasks import jobs as spark_jobs
+
+        with _Spark(master, conf, quiet) as spark, _task_progress(spark, quiet):
+            findings = spark_jobs.verify(spark, tasks, options, stats)
+        for f in findings:
+            write(f)
+    else:
+        from .progress import byte_progress
+
+        advance, finish = byte_progress("verify", planned_bytes(tasks), quiet)
+        try:
+            for f in verify_paths(paths, options, jobs=jobs, stats=stats, progress=advance, tasks=tasks):
+                write(f)
+        finally:
+            finish()
+    sys.stdout.flush()
+    if not quiet:
+        sys.stderr.write(
+            f"plog scan: verified {stats.files} files ({stats.bytes} bytes, {stats.batches} batches) in "
+            f"{stats.partitions} partition{'s' * (stats.partitions != 1)}: {stats.errors} "
+            f"error{'s' * (stats.errors != 1)}, {stats.warnings} warning{'s' * (stats.warnings != 1)}\n")
+    return ExitCode.PROBLEMS_FOUND if stats.errors else 0

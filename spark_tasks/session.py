@@ -1,0 +1,249 @@
+"""Starting (or joining) a Spark session for plog: checks, quiet logs, shipping plog.
+
+* pyspark, pyarrow and Java 17+ are checked first; a missing one is a one-line
+  :class:`SparkSetupError` saying how to install it.
+* Local masters run executors with this interpreter (``PYSPARK_PYTHON`` defaults to
+  ``sys.executable``: pyspark's own default is ``python3`` on PATH, which may lack plog and
+  pyarrow). On a cluster, set ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) to an
+  interpreter that exists on every worker; plog checks its version on an executor and says
+  what to do when it differs from the driver's.
+* Under ``spark-submit`` (``PYSPARK_GATEWAY_PORT`` set) the master comes from the submit
+  command; plog sets one only when asked to.
+* Spark's JVM writes its log4j output and warnings to stderr/stdout. The JVM is started
+  with both redirected to a log file (:attr:`SparkHandle.log_path`), so plog's stdout
+  carries data only and stderr only plog's own messages; the file is named in errors.
+* For a non-local master, plog's own package (pure Python) is zipped and added with
+  ``addPyFile`` so executors and the data source planner can import it. pyarrow (compiled)
+  must be installed on the workers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+
+from .errors import SparkSetupError
+
+INSTALL_HINT = "pip install 'plog[spark]'"
+
+#: Settings that keep a CLI run quiet and self-contained; ``--conf`` overrides them.
+QUIET_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+#: Local mode binds to the loopback interface: no firewall prompts, no exposed ports.
+LOCAL_CONF = {
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+}
+
+
+def is_local(master: str | None) -> bool:
+    return master is None or master == "local" or master.startswith("local[") or master.startswith("local-")
+
+
+def java_major(java: str) -> int | None:
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2) or 0) if major == 1 else major
+
+
+def check_requirements() -> None:
+    """Raise :class:`SparkSetupError` unless pyspark (>= 4.0), pyarrow and Java 17+ are here."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        raise SparkSetupError(f"--spark needs pyspark, which is not installed: {INSTALL_HINT} (and Java 17+)")
+    if importlib.util.find_spec("pyarrow") is None:
+        raise SparkSetupError(f"--spark needs pyarrow, which is not installed: {INSTALL_HINT}")
+    import pyspark
+
+    major = int(pyspark.__version__.split(".")[0])
+    if major < 4:
+        raise SparkSetupError(f"plog's Spark data source needs pyspark >= 4.0 (Python data sources); found "
+                              f"{pyspark.__version__}: {INSTALL_HINT}")
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        where = f"JAVA_HOME={java_home} has no bin/java" if java_home else "no java on PATH"
+        raise SparkSetupError(f"--spark needs Java 17 or newer ({where}): install a JDK (e.g. apt install "
+                              f"openjdk-17-jre-headless) or set JAVA_HOME")
+    version = java_major(java)
+    if version is not None and version < 17:
+        raise SparkSetupError(f"--spark needs Java 17 or newer; {java} is Java {version}: install a newer JDK "
+                              f"or point JAVA_HOME at one")
+
+
+def package_zip(directory: str | None = None) -> str:
+    """A zip of plog's Python files (``plog/...``), for ``addPyFile``. Only the package's
+    modules go in (the source tree may also hold tests, a venv, data directories)."""
+    import plog
+
+    modules = {"plog": os.path.dirname(plog.__file__)}
+    for sub in ("formats", "engine", "cli", "spark_tasks"):
+        mod = __import__(f"plog.{sub}", fromlist=["__path__"])
+        modules[f"plog/{sub}"] = list(mod.__path__)[0]
+    directory = directory or tempfile.mkdtemp(prefix="plog-spark-")
+    path = os.path.join(directory, "plog.zip")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for arc, src in modules.items():
+            names = ["__init__.py"] if arc == "plog" else sorted(os.listdir(src))
+            for name in names:
+                if name.endswith(".py"):
+                    z.write(os.path.join(src, name), f"{arc}/{name}")
+    return path
+
+
+@dataclass
+class SparkHandle:
+    """A session plog uses; :meth:`stop` stops it only if plog started it."""
+
+    spark: object
+    owned: bool
+    log_path: str | None = None
+    shipped: str | None = None
+    notes: list = field(default_factory=list)
+
+    def stop(self) -> None:
+        if self.owned:
+            try:
+                self.spark.stop()
+            except Exception:  # the JVM may already be gone (Ctrl-C); nothing left to release
+                pass
+
+
+def _redirected_launch(build, log_path: str):
+    """Run ``build()`` with fds 1 and 2 pointing at ``log_path``: the JVM that pyspark
+    launches inherits them, so Spark's log output never reaches the terminal."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    saved = os.dup(1), os.dup(2)
+    try:
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        return build()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+        os.close(log_fd)
+
+
+def start(master: str | None = None, conf: dict[str, str] | None = None, *, app_name: str = "plog",
+          quiet_jvm: bool = True) -> SparkHandle:
+    """A Spark session with plog's data source registered.
+
+    Joins the active session when there is one (a test fixture, a notebook, a
+    ``spark-submit`` script that already built it) and then does not own it. ``master``
+    None means ``local[*]``, except under ``spark-submit``, whose master is kept.
+    """
+    check_requirements()
+    from pyspark.sql import SparkSession
+
+    from . import register
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        register(active)
+        return SparkHandle(active, owned=False)
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if master is None and not submitted:
+        master = "local[*]"
+    local = is_local(master) if master is not None else False
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings = dict(QUIET_CONF)
+    if local:
+        settings.update(LOCAL_CONF)
+    settings.update(conf or {})
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    log_path = None
+    try:
+        if quiet_jvm and not submitted:
+            fd, log_path = tempfile.mkstemp(prefix="plog-spark-", suffix=".log")
+            os.close(fd)
+            spark = _redirected_launch(builder.getOrCreate, log_path)
+        else:
+            spark = builder.getOrCreate()
+    except Exception as e:
+        where = f" (Spark's log: {log_path})" if log_path else ""
+        raise SparkSetupError(f"could not start Spark with master {master or '(from spark-submit)'}: "
+                              f"{_first_line(e)}{where}") from e
+    spark.sparkContext.setLogLevel("ERROR")
+    handle = SparkHandle(spark, owned=True, log_path=log_path)
+    if not is_local(spark.sparkContext.master):
+        handle.shipped = package_zip()
+        spark.sparkContext.addPyFile(handle.shipped)
+        check_executors(spark, handle)
+    register(spark)
+    return handle
+
+
+def _probe(_):
+    import sys as _sys
+
+    import plog as _plog
+
+    return [(tuple(_sys.version_info[:2]), _plog.__version__, _plog.__file__, _sys.executable)]
+
+
+def check_executors(spark, handle: SparkHandle | None = None) -> tuple:
+    """Run one task on an executor; raise :class:`SparkSetupError` when its Python minor
+    version (or plog's version there) differs from the driver's."""
+    import plog
+
+    driver = tuple(sys.version_info[:2])
+    try:
+        got = spark.sparkContext.parallelize([0], 1).mapPartitions(_probe).collect()[0]
+    except Exception as e:
+        text = str(e)
+        m = re.search(r"worker has different version:? ?\(?(\d+)[., ]+(\d+)", text)
+        if "PYTHON_VERSION_MISMATCH" in text or m:
+            worker = f"{m.group(1)}.{m.group(2)}" if m else "another version"
+            raise SparkSetupError(
+                f"the executors run Python {worker} but this driver runs Python {driver[0]}.{driver[1]}; PySpark "
+                f"needs the same minor version: set PYSPARK_PYTHON (or --conf spark.pyspark.python=...) to a "
+                f"Python {driver[0]}.{driver[1]} interpreter that exists on every worker") from e
+        if "No module named 'pyarrow'" in text:
+            raise SparkSetupError(f"the executors' Python has no pyarrow: install {INSTALL_HINT} on every worker "
+                                  f"(or point PYSPARK_PYTHON at an interpreter that has it)") from e
+        log = f" (Spark's log: {handle.log_path})" if handle and handle.log_path else ""
+        raise SparkSetupError(f"a test task on the executors failed: {_first_line(e)}{log}") from e
+    version, plog_version, where, executable = got
+    if tuple(version) != driver:
+        raise SparkSetupError(
+            f"the executors run Python {version[0]}.{version[1]} ({executable}) but this driver runs Python "
+            f"{driver[0]}.{driver[1]}: set PYSPARK_PYTHON to a matching interpreter on every worker")
+    if plog_version != plog.__version__:
+        raise SparkSetupError(f"the executors import plog {plog_version} from {where}, the driver is plog "
+                              f"{plog.__version__}: install the same version on the workers or remove it there")
+    if handle is not None:
+        handle.notes.append(f"executors: Python {version[0]}.{version[1]}, plog from {where}")
+    return got
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Traceback", "File ")):
+            return line[:500]
+    return type(e).__name__
