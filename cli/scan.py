@@ -73,6 +73,8 @@ def _offset_bounds(text: Optional[str]) -> tuple[int | None, int | None]:
                                  f"got {text!r}", param_hint="--offset-range") from None
     if not sep:
         hi_v = None if lo_v is None else lo_v + 1
+    if lo_v is not None and hi_v is not None and hi_v < lo_v:
+        raise typer.BadParameter(f"the end comes before the start: {text!r}", param_hint="--offset-range")
     if (lo_v is not None and lo_v < 0) or (hi_v is not None and hi_v < 0):
         raise typer.BadParameter(f"offsets must not be negative: {text!r}", param_hint="--offset-range")
     return lo_v, hi_v

@@ -360,9 +360,13 @@ def plan_scan(paths: Iterable[str], flt: ScanFilter | None = None, *, unit_bytes
     seen: set[str] = set()
     for path in paths:
         path = os.path.abspath(path)  # rows name segments by absolute path, wherever they run
-        kind = classify(path)
-        if kind == "segment":
-            raise NotAKafkaPathError(f"{path}: scan reads directories; use plog dump for one segment")
+        if os.path.isfile(path):
+            if path.endswith(".log"):
+                raise NotAKafkaPathError(f"{path}: a segment file; scan reads directories (plog dump reads one "
+                                         f"segment)")
+            raise NotAKafkaPathError(f"{path}: not a directory; scan reads data directories, log directories or "
+                                     f"partition folders")
+        classify(path)  # raises for a path that is no Kafka directory
         for info in list_partitions(path):
             if info.path not in seen:
                 seen.add(info.path)

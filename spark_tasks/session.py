@@ -165,6 +165,7 @@ def start(master: str | None = None, conf: dict[str, str] | None = None, *, app_
     if master is None and not submitted:
         master = "local[*]"
     local = is_local(master) if master is not None else False
+    chosen_python = os.environ.get("PYSPARK_PYTHON")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings = dict(QUIET_CONF)
     if local:
@@ -189,10 +190,16 @@ def start(master: str | None = None, conf: dict[str, str] | None = None, *, app_
                               f"{_first_line(e)}{where}") from e
     spark.sparkContext.setLogLevel("ERROR")
     handle = SparkHandle(spark, owned=True, log_path=log_path)
-    if not is_local(spark.sparkContext.master):
-        handle.shipped = package_zip()
-        spark.sparkContext.addPyFile(handle.shipped)
-        check_executors(spark, handle)
+    try:
+        if not is_local(spark.sparkContext.master):
+            handle.shipped = package_zip()
+            spark.sparkContext.addPyFile(handle.shipped)
+            check_executors(spark, handle)
+        elif chosen_python and os.path.realpath(chosen_python) != os.path.realpath(sys.executable):
+            check_executors(spark, handle)  # a user-chosen executor Python: check it once
+    except BaseException:
+        handle.stop()
+        raise
     register(spark)
     return handle
 
