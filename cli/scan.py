@@ -265,6 +265,9 @@ class _Spark:
             sys.stderr.write("plog scan: starting Spark...\r")
             sys.stderr.flush()
         self.handle = session.start(self.master, self.conf)
+        if not self.quiet:
+            for note in self.handle.notes:
+                sys.stderr.write(f"plog scan: {note}\n")
         return self.handle.spark
 
     def __exit__(self, *exc):

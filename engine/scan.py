@@ -11,9 +11,9 @@ Planning (:func:`plan_scan`)
     are scanned (``-delete``/``-future``/stray copies would count records twice).
   * A segment is a :class:`ScanSlice`, a byte range ``[start, end)`` of its ``.log`` file.
     A segment larger than the unit size is cut at batch boundaries taken from its sparse
-    ``.index``; each cut is checked against the batch header found at that position (a
-    v2/v1/v0 entry whose offsets agree with the index entry), so a stale index cannot cut a
-    batch in half — a cut that does not check out is simply not made.
+    ``.index``; each cut is checked against the entry found at that position (a whole
+    v2/v1/v0 entry with a valid CRC whose offsets agree with the index entry), so a stale
+    index cannot cut a batch in half — a cut that does not check out is simply not made.
   * Filters are pushed down to segment selection: offset ranges through the segment file
     names and the offset index, time ranges through each closed segment's largest
     timestamp (the last time index entry, which Kafka itself trusts for ListOffsets) and
@@ -44,6 +44,8 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple
+
+from crc32c import crc32c as _crc32c
 
 from plog.formats.errors import FormatError
 from plog.formats.indexes import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
@@ -249,11 +251,17 @@ def _file_size(path: str) -> int:
 
 _ENTRY_HEAD = struct.Struct(">qiiB")  # offset/base offset, size, (v2: leader epoch | v0/1: crc), magic
 _LAST_OFFSET_DELTA = struct.Struct(">i")
+_CRC_FIELD = struct.Struct(">I")
+#: Bytes per read when an entry's CRC is checked at a candidate cut.
+_CRC_READ_BYTES = 1 << 20
 
 
 def _entry_at(fd: int, position: int, file_size: int) -> tuple[int, int] | None:
-    """``(first offset, last offset)`` of the entry at ``position`` when its header is
-    plausible there, else None. (v0/v1 compressed wrappers carry their last offset.)"""
+    """``(first offset, last offset)`` of the entry at ``position`` when a whole entry
+    with a valid CRC starts there, else None. (v0/v1 compressed wrappers carry their last
+    offset.) A header alone is not enough: inside a batch, bytes that read as a plausible
+    v0/v1 header are common (a zero byte at +16 is magic 0), so only the CRC tells a batch
+    start from the middle of one."""
     head = os.pread(fd, 61, position)
     if len(head) < 17:
         return None
@@ -264,10 +272,41 @@ def _entry_at(fd: int, position: int, file_size: int) -> tuple[int, int] | None:
         if len(head) < 61 or size < 49:
             return None
         (delta,) = _LAST_OFFSET_DELTA.unpack_from(head, 23)
-        return (offset, offset + delta) if delta >= 0 else None
+        if delta < 0 or not _crc_matches(fd, position, size, _CRC_FIELD.unpack_from(head, 17)[0], 21, _crc32c):
+            return None
+        return offset, offset + delta
     if magic in (0, 1):
+        if not _crc_matches(fd, position, size, _CRC_FIELD.unpack_from(head, 12)[0], 16, zlib.crc32):
+            return None
         return offset, offset
     return None
+
+
+def _crc_matches(fd: int, position: int, size: int, stored: int, start: int, crc) -> bool:
+    """Whether the CRC of the entry's bytes ``[start, 12 + size)`` equals ``stored``
+    (read in bounded pieces, whatever the entry's size)."""
+    pos, end, value = position + start, position + 12 + size, 0
+    while pos < end:
+        chunk = os.pread(fd, min(_CRC_READ_BYTES, end - pos), pos)
+        if not chunk:
+            return False
+        value = crc(chunk, value)
+        pos += len(chunk)
+    return value == stored
+
+
+def _checked_position(idx, slot: int, max_offset: int, fd: int, file_size: int, tries: int = 8) -> int:
+    """The position of the offset index entry at ``slot`` if an entry whose offsets agree
+    with it starts there, else of the nearest earlier entry that checks out (up to
+    ``tries``), else 0. Entries with an offset above ``max_offset`` are passed over."""
+    for s in range(slot, max(-1, slot - tries), -1):
+        entry = idx.offset_entry(s)
+        if entry.offset > max_offset or not 0 < entry.position < file_size:
+            continue
+        found = _entry_at(fd, entry.position, file_size)
+        if found is not None and found[0] <= entry.offset:
+            return entry.position
+    return 0
 
 
 def _split_points(seg, size: int, unit_bytes: int) -> list[int]:
@@ -321,8 +360,11 @@ def _segment_max_timestamp(seg) -> int | None:
     return entry.timestamp if entry is not None and entry.timestamp >= 0 else None
 
 
-def _start_position(seg, flt: ScanFilter) -> int:
-    """The first byte of ``seg`` worth reading for ``flt`` (0 unless the indexes say more)."""
+def _start_position(seg, flt: ScanFilter, size: int) -> int:
+    """The first byte of ``seg`` worth reading for ``flt`` (0 unless the indexes say more).
+
+    Offset index positions are checked like split points (a stale or garbage ``.index``
+    must not make the scan start past matching records, or inside a batch)."""
     position = 0
     if flt.offset_lo is not None and seg.index is not None and flt.offset_lo > seg.base_offset:
         with IndexFile(seg.index, OFFSET_INDEX_ENTRY_SIZE, seg.base_offset) as idx:
@@ -331,7 +373,11 @@ def _start_position(seg, flt: ScanFilter) -> int:
             # for the largest o < offset_lo is a safe start.
             slot = largest_lower_bound(idx, flt.offset_lo - seg.base_offset - 1, OFFSET_INDEX_KEY)
             if slot >= 0:
-                position = max(position, idx.offset_entry(slot).position)
+                fd = os.open(seg.log, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                try:
+                    position = max(position, _checked_position(idx, slot, flt.offset_lo - 1, fd, size))
+                finally:
+                    os.close(fd)
     if flt.time_lo is not None and seg.timeindex is not None and seg.index is not None:
         with IndexFile(seg.timeindex, TIME_INDEX_ENTRY_SIZE, seg.base_offset) as tidx:
             # Entries hold the largest timestamp so far: (t, o) with t < time_lo means no
@@ -342,7 +388,11 @@ def _start_position(seg, flt: ScanFilter) -> int:
             with IndexFile(seg.index, OFFSET_INDEX_ENTRY_SIZE, seg.base_offset) as idx:
                 oslot = largest_lower_bound(idx, entry.offset - seg.base_offset, OFFSET_INDEX_KEY)
                 if oslot >= 0:
-                    position = max(position, idx.offset_entry(oslot).position)
+                    fd = os.open(seg.log, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                    try:
+                        position = max(position, _checked_position(idx, oslot, entry.offset, fd, size))
+                    finally:
+                        os.close(fd)
     return position
 
 
@@ -410,7 +460,7 @@ def plan_scan(paths: Iterable[str], flt: ScanFilter | None = None, *, unit_bytes
     slices: list[ScanSlice] = []
     for info, seg, size, is_last in segments:
         tp = info.topic_partition
-        start = _start_position(seg, flt) if (flt.offset_lo is not None or flt.time_lo is not None) else 0
+        start = _start_position(seg, flt, size) if (flt.offset_lo is not None or flt.time_lo is not None) else 0
         cuts = [c for c in _split_points(seg, size, unit_bytes) if c > start]
         bounds = [start] + cuts + [None]
         for a, b in zip(bounds, bounds[1:]):
@@ -442,6 +492,15 @@ class SliceProblem(NamedTuple):
     segment: str
     position: int
     message: str
+
+
+def _first_offset_bound(batch) -> int:
+    """A lower bound of the first offset in ``batch``, known without decompressing: a v2
+    batch's base offset, a plain v0/v1 message's offset, and 0 for a compressed v0/v1
+    wrapper (its offset is its *last* inner offset; the first is only known inside)."""
+    if batch.magic == 2:
+        return batch.base_offset
+    return batch.offset if batch.compression == 0 else 0
 
 
 def _walk(s: ScanSlice, problems: list) -> Iterator:
@@ -781,8 +840,7 @@ def _slice_stats(s: ScanSlice, st: PartitionStats, flt: ScanFilter | None) -> No
     problems: list[SliceProblem] = []
     check_range = flt is not None and (flt.has_offset_range or flt.has_time_range)
     for batch in _walk(s, problems):
-        if check_range and not flt.wants_offsets(batch.base_offset if batch.magic == 2 else batch.offset,
-                                                 batch.last_offset):
+        if check_range and not flt.wants_offsets(_first_offset_bound(batch), batch.last_offset):
             continue
         if not batch.is_valid():
             st.corrupt_batches += 1
@@ -932,8 +990,7 @@ def unit_records(unit: ScanUnit, flt: ScanFilter | None = None, problems: list |
     for s in unit.slices:
         topic, partition, segment = s.topic, s.partition, s.segment
         for batch in _walk(s, problems):
-            if check_offsets and not flt.wants_offsets(batch.base_offset if batch.magic == 2 else batch.offset,
-                                                       batch.last_offset):
+            if check_offsets and not flt.wants_offsets(_first_offset_bound(batch), batch.last_offset):
                 continue
             if flt.time_lo is not None and batch.max_timestamp < flt.time_lo and batch.magic == 2 \
                     and batch.timestamp_type == 1:
@@ -973,7 +1030,7 @@ def unit_batches(unit: ScanUnit, flt: ScanFilter | None = None, problems: list |
         for batch in _walk(s, problems):
             v2 = batch.magic == 2
             first = batch.base_offset if v2 else batch.offset
-            if flt.has_offset_range and not flt.wants_offsets(first, batch.last_offset):
+            if flt.has_offset_range and not flt.wants_offsets(_first_offset_bound(batch), batch.last_offset):
                 continue
             if flt.time_lo is not None and batch.max_timestamp < flt.time_lo:
                 continue
@@ -984,6 +1041,8 @@ def unit_batches(unit: ScanUnit, flt: ScanFilter | None = None, problems: list |
                     first = batch.base_offset
                 except FormatError:
                     count = -1
+                if count >= 0 and flt.has_offset_range and not flt.wants_offsets(first, batch.last_offset):
+                    continue
             yield ScanBatch(s.topic, s.partition, first, batch.last_offset, count,
                             batch.base_timestamp if v2 else batch.timestamp, batch.max_timestamp, _ts_type(batch),
                             batch.size_in_bytes, batch.magic, codec_name(batch.compression), batch.producer_id,

@@ -157,6 +157,7 @@ def start(master: str | None = None, conf: dict[str, str] | None = None, *, app_
 
     from . import register
 
+    _quiet_python_loggers()
     active = SparkSession.getActiveSession()
     if active is not None:
         register(active)
@@ -202,6 +203,15 @@ def start(master: str | None = None, conf: dict[str, str] | None = None, *, app_
         raise
     register(spark)
     return handle
+
+
+def _quiet_python_loggers() -> None:
+    """pyspark logs every failed query as a JSON line on stderr before raising it; plog
+    reports the error itself, once, as one line."""
+    import logging
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).disabled = True
 
 
 def _probe(_):

@@ -1,0 +1,219 @@
+"""Spark outside the suite's session: a real standalone master and worker on 127.0.0.1
+(started from the pyspark install), a plain PySpark program on local[1], and an executor
+Python of another minor version. Each is a separate process with its own JVM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CORPUS
+from plog.engine import scan as S
+
+pytestmark = pytest.mark.spark
+
+PLOG = [sys.executable, "-m", "plog.cli"]
+CORPUS_DIRS = ["dipendrasaini__kafka-learnning-series", "William0423__kafka", "rjmfernandes__flink-on-prem"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(log: Path, text: str, proc: subprocess.Popen, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and text in log.read_text(errors="replace"):
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.3)
+    pytest.fail(f"standalone Spark did not log {text!r} (see {log}):\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    from spark_logs import build
+
+    return build(tmp_path_factory.mktemp("spark-cluster") / "logs")
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    """``spark://127.0.0.1:PORT``: a master and one 2-core worker, stopped afterwards."""
+    from spark_env import require_spark
+
+    require_spark()
+    import pyspark
+
+    home = os.path.dirname(pyspark.__file__)
+    tmp = tmp_path_factory.mktemp("standalone")
+    env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1",
+               SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false", SPARK_LOG_DIR=str(tmp),
+               SPARK_WORKER_DIR=str(tmp / "work"))
+    port = _free_port()
+    spark_class = os.path.join(home, "bin", "spark-class")
+    procs = []
+    try:
+        master_log = tmp / "master.log"
+        master = subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                   "--port", str(port), "--webui-port", str(_free_port())],
+                                  env=env, stdout=master_log.open("wb"), stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        procs.append(master)
+        _wait_for(master_log, "I have been elected leader", master)
+        url = f"spark://127.0.0.1:{port}"
+        worker_log = tmp / "worker.log"
+        worker = subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
+                                   "--cores", "2", "--memory", "2g", "--webui-port", str(_free_port()),
+                                   "--work-dir", str(tmp / "work")],
+                                  env=env, stdout=worker_log.open("wb"), stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        procs.append(worker)
+        _wait_for(worker_log, "Successfully registered with master", worker)
+        yield url
+    finally:
+        for p in reversed(procs):
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def _local(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([*PLOG, "scan", *args, "--jobs", "1", "--unit-size", "1GiB", "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_scans_on_a_standalone_cluster_equal_the_local_scan(standalone, generated):
+    dirs = [str(CORPUS / d) for d in CORPUS_DIRS] + [str(generated)]
+    # Two applications at once, one core each (the worker has two).
+    cluster = ["--master", standalone, "--conf", "spark.cores.max=1", "--unit-size", "1MiB"]
+    stats = subprocess.Popen([*PLOG, "scan", *dirs, *cluster, "--format", "json"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    search = subprocess.Popen([*PLOG, "scan", str(generated), *cluster, "--value-contains", "ERROR", "--quiet"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stats_out, stats_err = stats.communicate(timeout=600)
+    search_out, search_err = search.communicate(timeout=600)
+    assert stats.returncode == 0, stats_err
+    assert search.returncode == 0, search_err
+    want = _local(*dirs, "--format", "json")
+    assert json.loads(stats_out) == json.loads(want.stdout)
+    assert sum(p["records"] for p in json.loads(stats_out)) > 700_000
+    # plog shipped itself: the executors imported it from the zip the driver added
+    assert "plog.zip" in stats_err, stats_err
+    assert "Spark" in stats_err and "WARN" not in stats_err and "INFO" not in stats_err
+    want = _local(str(generated), "--value-contains", "ERROR")
+    assert search_out == want.stdout and search_out.count("\n") > 50
+    assert search_err == ""
+
+
+PROGRAM = textwrap.dedent("""
+    import json, sys
+    from pyspark.sql import SparkSession, functions as F
+    import plog.spark_tasks
+
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    plog.spark_tasks.register(spark)
+    df = spark.read.format("plog").option("unit_bytes", "16384").load(sys.argv[1])
+    rows = (df.groupBy("topic", "partition").agg(F.count("*").alias("n"), F.min("offset"), F.max("offset"),
+            F.sum(F.crc32(F.coalesce("value", F.lit(b"")))), F.sum(F.crc32(F.coalesce("key", F.lit(b"")))))
+            .orderBy("topic", "partition").collect())
+    print(json.dumps([list(r) for r in rows]))
+    spark.stop()
+""")
+
+
+def test_a_plain_pyspark_program_on_local_1(generated, tmp_path):
+    from spark_env import require_spark
+
+    require_spark()
+    import zlib
+
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    r = subprocess.run([sys.executable, str(script), str(generated)], capture_output=True, text=True, timeout=300,
+                       env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    want: dict = {}
+    for rec in S.scan_records([str(generated)]):
+        n, lo, hi, v, k = want.get((rec.topic, rec.partition), (0, None, None, 0, 0))
+        want[(rec.topic, rec.partition)] = (n + 1, rec.offset if lo is None else min(lo, rec.offset),
+                                            rec.offset if hi is None else max(hi, rec.offset),
+                                            v + zlib.crc32(rec.value or b""), k + zlib.crc32(rec.key or b""))
+    assert got == [[t, p, *vals] for (t, p), vals in sorted(want.items())]
+
+
+def _other_minor_python() -> str | None:
+    mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    candidates = [Path.home() / ".pyenv" / "versions"]
+    for root in candidates:
+        if root.is_dir():
+            for v in sorted(root.iterdir()):
+                exe = v / "bin" / "python"
+                if v.name.startswith("3.") and not v.name.startswith(mine + ".") and exe.exists() \
+                        and int(v.name.split(".")[1]) >= 9:
+                    return str(exe)
+    for minor in range(9, 15):
+        exe = f"/usr/bin/python3.{minor}"
+        if f"3.{minor}" != mine and os.path.exists(exe):
+            return exe
+    return None
+
+
+def test_executor_python_of_another_minor_version_is_a_clear_error(generated):
+    from spark_env import require_spark
+
+    require_spark()
+    other = _other_minor_python()
+    if other is None:
+        pytest.skip("no Python of another minor version on this machine (pyenv or /usr/bin/python3.N)")
+    env = dict(os.environ, PYSPARK_PYTHON=other)
+    r = subprocess.run([*PLOG, "scan", "--spark", "--master", "local[1]", str(generated)], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("plog: error: the executors run Python 3.")
+    assert "set PYSPARK_PYTHON" in r.stderr
+
+
+def test_version_mismatch_message_from_sparks_error_text():
+    """The translation itself, on the text Spark raises (no JVM needed)."""
+    from plog.spark_tasks.errors import SparkSetupError
+    from plog.spark_tasks.session import check_executors
+
+    class Boom:
+        def parallelize(self, *a):
+            return self
+
+        def mapPartitions(self, f):
+            return self
+
+        def collect(self):
+            raise RuntimeError("[PYTHON_VERSION_MISMATCH] Python in worker has different version: 3.12 than that in "
+                               "driver: 3.11, PySpark cannot run with different minor versions.")
+
+    class FakeSpark:
+        sparkContext = Boom()
+
+    with pytest.raises(SparkSetupError) as e:
+        check_executors(FakeSpark())
+    assert "executors run Python 3.12" in str(e.value) and "PYSPARK_PYTHON" in str(e.value)
