@@ -49,7 +49,7 @@ from crc32c import crc32c as _crc32c
 
 from plog.formats.errors import FormatError
 from plog.formats.indexes import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
-from plog.formats.record_batch import RECORDS_OFFSET, _ZIGZAG
+from plog.formats.record_batch import _ZIGZAG
 from plog.formats.varint import read_varint, read_varlong
 
 from .discovery import NotAKafkaPathError, PartitionInfo, classify, partitions as list_partitions
@@ -185,12 +185,19 @@ class ScanFilter:
             text = get(name)
             if text is None:
                 return None
+            # plog's binary-safe JSON forms ("text" or {"base64": ...}) when the value is one;
+            # anything else is the text itself (a hand-written {"id":1} key stays that text).
             if text[:1] in ('"', "{"):
                 try:
-                    return decode_bytes(json.loads(text))
-                except (ValueError, TypeError) as e:
-                    raise ScanError(f"option {name}: {e}") from None
-            return text.encode()
+                    parsed = json.loads(text)
+                except ValueError:
+                    parsed = None
+                if isinstance(parsed, str) or (isinstance(parsed, dict) and set(parsed) == {"base64"}):
+                    try:
+                        return decode_bytes(parsed)
+                    except (ValueError, TypeError) as e:
+                        raise ScanError(f"option {name}: {e}") from None
+            return text.encode("utf-8", "surrogateescape")
 
         topics = get("topics")
         headers: tuple = ()
@@ -608,8 +615,11 @@ class PartitionStats:
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0) + v
         self.null_keys += other.null_keys
-        self.key_registers = bytearray(map(max, self.key_registers, other.key_registers))
-        self.producer_registers = bytearray(map(max, self.producer_registers, other.producer_registers))
+        # (A sketch that saw nothing is all zeros: skip the 4096-element max for it.)
+        if other.key_registers.count(0) != HLL_M:
+            self.key_registers = bytearray(map(max, self.key_registers, other.key_registers))
+        if other.producer_registers.count(0) != HLL_M:
+            self.producer_registers = bytearray(map(max, self.producer_registers, other.producer_registers))
         self.size_histogram = [a + b for a, b in zip(self.size_histogram, other.size_histogram)]
         self.min_record_size = _min(self.min_record_size, other.min_record_size)
         self.max_record_size = _max(self.max_record_size, other.max_record_size)
@@ -851,12 +861,16 @@ def _slice_stats(s: ScanSlice, st: PartitionStats, flt: ScanFilter | None) -> No
         try:
             if batch.magic == 2:
                 if batch.is_control:
-                    if not check_range or flt.wants_offsets(batch.base_offset, batch.last_offset):
+                    if check_range:  # the same records a search keeps (control batches are tiny)
+                        kept = sum(1 for r in batch.records() if flt.matches(r.offset, r.timestamp, None, None, ()))
+                    else:
+                        kept = batch.records_count
+                    if kept or not check_range:
                         st.control_batches += 1
-                        st.control_records += batch.records_count
-                        st.records += batch.records_count
+                        st.control_records += kept
+                        st.records += kept
                 else:
-                    payload = batch.records_payload() if batch.compression else batch.buffer[RECORDS_OFFSET:]
+                    payload = batch.records_payload()  # bytes: indexing bytes is cheaper than a memoryview
                     _v2_record_stats(payload, batch.records_count, batch.base_offset, batch.base_timestamp,
                                      batch.max_timestamp if batch.timestamp_type == 1 else None, st, flt)
             else:
@@ -866,7 +880,7 @@ def _slice_stats(s: ScanSlice, st: PartitionStats, flt: ScanFilter | None) -> No
             st.corrupt_batches += 1
             _add_problem(st, s.segment, batch.position, f"batch at offset {batch.last_offset}: {e}")
             continue
-        if check_range and st.records == before and not batch.is_control:
+        if check_range and st.records == before:
             continue  # no record of this batch is in range
         st.batches += 1
         st.bytes += batch.size_in_bytes
@@ -913,13 +927,17 @@ def merge_stats(parts: Iterable[dict[tuple[str, int, str], PartitionStats]],
                 partitions: Iterable[tuple[str, int, str]] = ()) -> list[PartitionStats]:
     """Merge per-unit stats into one :class:`PartitionStats` per partition replica, sorted
     by topic, partition and log dir; ``partitions`` lists replicas to report even when empty."""
-    merged: dict[tuple[str, int, str], PartitionStats] = {tp: PartitionStats(*tp) for tp in partitions}
+    merged: dict[tuple[str, int, str], PartitionStats] = {}
     for part in parts:
         for tp, st in part.items():
             mine = merged.get(tp)
             if mine is None:
-                merged[tp] = mine = PartitionStats(*tp)
-            mine.merge(st)
+                merged[tp] = st  # the first part as it is: merging into an empty one costs a copy
+            else:
+                mine.merge(st)
+    for tp in partitions:
+        if tp not in merged:
+            merged[tp] = PartitionStats(*tp)
     return [merged[tp] for tp in sorted(merged)]
 
 
@@ -1063,7 +1081,7 @@ def format_record_jsonl(rec: ScanRecord) -> bytes:
     line = format_jsonl(ConsumerRecord(rec.topic, rec.partition, rec.offset, rec.timestamp,
                                        _TS_TYPE_NAMES.get(rec.timestamp_type, "NoTimestampType"),
                                        rec.key, rec.value, rec.headers))
-    extra = (f',"segment":{json.dumps(rec.segment, ensure_ascii=False)},"position":{rec.position},'
+    extra = (f',"segment":{json.dumps(rec.segment)},"position":{rec.position},'
              f'"baseOffset":{rec.base_offset},"producerId":{rec.producer_id},"codec":"{rec.codec}"}}\n')
     return line[:-2] + extra.encode("utf-8")
 
@@ -1159,6 +1177,7 @@ __all__ = [
     "ScanSlice",
     "ScanUnit",
     "SliceProblem",
+    "format_record_jsonl",
     "hll_estimate",
     "merge_stats",
     "plan_scan",
@@ -1166,6 +1185,7 @@ __all__ = [
     "scan_records",
     "scan_stats",
     "unit_batches",
+    "unit_jsonl",
     "unit_records",
     "unit_stats",
 ]

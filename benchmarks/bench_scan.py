@@ -1,0 +1,226 @@
+"""``plog scan`` stats: records/s on Spark local[1] and local[2] against the engine's own scan.
+
+Figures (issue 8), in one run on one generated directory:
+
+* a log directory of ``--gib`` GiB (default 8): 8 partitions of 128 MiB segments, 16 KiB
+  uncompressed v2 batches of the perf-anchors workload (10-byte keys, 100-byte values,
+  ~125 records per batch), written from a few encoded batches with patched base offsets
+  (the base offset is outside the CRC), then read once so it sits in the page cache;
+* ``engine_1``: the single-process engine scan (``plog.engine.scan.scan_stats``, jobs=1,
+  in this process): the reference every other result must equal, record for record;
+* ``local_2``: the same scan in 2 local processes (what ``plog scan DIR --jobs 2`` runs);
+* ``spark_local_1`` / ``spark_local_2``: what ``plog scan DIR --spark --master local[N]``
+  runs, each in a fresh process; the session start (the JVM) is timed apart, so
+  records/s is the scan's own (planning, tasks, Python workers, merge). The installed
+  script's ``--spark`` JSON is checked against the reference too;
+* ``overhead_1gib``: on the first GiB of the directory (its first 8 segments), Spark
+  local[2] against 2 local processes on the same 2 cores, start-up excluded the same way.
+
+Targets: local[2] >= 1.7x local[1]; Spark overhead on 1 GiB <= 20% over the local-process
+scan; >= 5M records/s at local[2]. Every Spark and local result is compared with the
+engine's (``parity`` in the JSON; a mismatch fails the benchmark).
+
+Usage: python benchmarks/bench_scan.py [--gib 8] [--quick] [--keep DIR] [--output FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from workloads import emit, json_events  # noqa: E402
+
+from plog.formats.record_batch import encode_batch, set_base_offset  # noqa: E402
+
+SEGMENT_BYTES = 128 << 20
+BATCH_BYTES = 16 << 10
+PARTITIONS = 8
+
+
+def _batches() -> list[tuple[bytearray, int]]:
+    """A few distinct ~16 KiB batches (and their record counts) to tile the logs with."""
+    events = json_events(125 * 16, seed=8)
+    out = []
+    for i in range(16):
+        chunk = [(j, ts, key, value) for j, (_o, ts, key, value) in enumerate(events[i * 125:(i + 1) * 125])]
+        out.append((bytearray(encode_batch(chunk)), len(chunk)))
+    return out
+
+
+def generate(root: Path, gib: float) -> tuple[int, int]:
+    """Write the directory; returns (bytes, records)."""
+    templates = _batches()
+    per_partition = int(gib * (1 << 30)) // PARTITIONS
+    total_bytes = total_records = 0
+    for p in range(PARTITIONS):
+        folder = root / f"scan-bench-{p}"
+        folder.mkdir(parents=True)
+        offset = 0
+        written = 0
+        while written < per_partition:
+            base = offset
+            size = 0
+            buf = bytearray()
+            k = 0
+            while size < SEGMENT_BYTES and written + size < per_partition:
+                batch, count = templates[k % len(templates)]
+                k += 1
+                set_base_offset(batch, offset)
+                buf += batch
+                size += len(batch)
+                offset += count
+                total_records += count
+            (folder / f"{base:020d}.log").write_bytes(buf)
+            written += size
+        total_bytes += written
+    return total_bytes, total_records
+
+
+def warm(root: Path) -> None:
+    for path in root.rglob("*.log"):
+        with open(path, "rb") as f:
+            while f.read(16 << 20):
+                pass
+
+
+def plog_cmd() -> list[str]:
+    exe = Path(sys.executable).with_name("plog")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "plog.cli"]
+
+
+def driver(mode: str, path: str) -> None:
+    """One measurement in a fresh process: start-up (Spark session, or nothing) timed apart
+    from the scan, which is what ``plog scan`` runs (plan + units + merge)."""
+    from plog.engine.scan import plan_scan, scan_stats
+
+    t0 = time.perf_counter()
+    if mode.startswith("spark"):
+        from plog.spark_tasks import jobs, session
+
+        handle = session.start(f"local[{mode[-1]}]")
+        started = time.perf_counter()
+        plan = plan_scan([path], parallelism=int(mode[-1]))
+        stats = jobs.stats(handle.spark, plan, None)
+        done = time.perf_counter()
+        handle.stop()
+    else:
+        jobs_n = int(mode[-1])
+        started = time.perf_counter()
+        stats = scan_stats([path], jobs=jobs_n)
+        done = time.perf_counter()
+    print(json.dumps({"startup_seconds": started - t0, "scan_seconds": done - started,
+                      "stats": [s.to_dict() for s in stats]}))
+
+
+def run_driver(mode: str, path: Path) -> dict:
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--driver", mode, str(path)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{mode} on {path} failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def cli_check(path: Path, reference: list) -> bool:
+    """The installed script gives the same JSON (the CLI path, not only the functions)."""
+    r = subprocess.run([*plog_cmd(), "scan", str(path), "--format", "json", "--quiet", "--spark", "--master",
+                        "local[2]"], capture_output=True, text=True)
+    return r.returncode == 0 and json.loads(r.stdout) == reference
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gib", type=float, default=8.0)
+    ap.add_argument("--quick", action="store_true", help="1 GiB instead of 8 (a smoke run)")
+    ap.add_argument("--keep", help="generate into (or reuse) this directory")
+    ap.add_argument("--output")
+    ap.add_argument("--driver", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.driver:
+        driver(*args.driver)
+        return
+    gib = 1.0 if args.quick else args.gib
+    tmp = Path(tempfile.mkdtemp(prefix="plog-bench-scan-"))
+    root = Path(args.keep) if args.keep else tmp / "logs"
+    try:
+        if not root.exists():
+            t = time.perf_counter()
+            size, records = generate(root, gib)
+            gen_s = time.perf_counter() - t
+        else:
+            size = sum(p.stat().st_size for p in root.rglob("*.log"))
+            records = None
+            gen_s = 0.0
+        warm(root)
+        from plog.engine.scan import scan_stats
+
+        t = time.perf_counter()
+        reference = [s.to_dict() for s in scan_stats([str(root)], jobs=1, unit_bytes=1 << 40)]
+        engine_s = time.perf_counter() - t
+        records = sum(p["records"] for p in reference)
+
+        results: dict = {}
+        parity: dict = {}
+        for name in ("local_2", "spark_local_1", "spark_local_2"):
+            got = run_driver(name, root)
+            scan_s = got["scan_seconds"]
+            results[name] = {"startup_seconds": round(got["startup_seconds"], 2), "scan_seconds": round(scan_s, 2),
+                             "records_per_s": round(records / scan_s)}
+            parity[name] = got["stats"] == reference
+        parity["cli_spark_local_2"] = cli_check(root, reference)
+
+        # The 1 GiB overhead figure: the first 8 segments (8 x 128 MiB), the same 2 cores.
+        one = tmp / "one-gib"
+        segs = sorted(root.rglob("*.log"))[:8]
+        for k, seg in enumerate(segs):
+            d = one / f"one-{k}"
+            d.mkdir(parents=True)
+            os.link(seg, d / seg.name)
+        one_records = sum(s.records for s in scan_stats([str(one)], jobs=1, unit_bytes=1 << 40))
+        over: dict = {}
+        for name in ("local_2", "spark_local_2"):
+            got = run_driver(name, one)
+            over[name] = {"startup_seconds": round(got["startup_seconds"], 2),
+                          "scan_seconds": round(got["scan_seconds"], 2)}
+        overhead = over["spark_local_2"]["scan_seconds"] / over["local_2"]["scan_seconds"] - 1
+
+        speedup = results["spark_local_2"]["records_per_s"] / results["spark_local_1"]["records_per_s"]
+        result = {
+            "benchmark": "scan",
+            "machine_cores": os.cpu_count(),
+            "directory": {"gib": round(size / (1 << 30), 2), "records": records, "partitions": PARTITIONS,
+                          "batch_bytes": BATCH_BYTES, "segment_bytes": SEGMENT_BYTES,
+                          "generated_seconds": round(gen_s, 1)},
+            "engine_1": {"seconds": round(engine_s, 2), "records_per_s": round(records / engine_s)},
+            **results,
+            "overhead_1gib": {"records": one_records, **over, "spark_overhead": round(overhead, 3)},
+            "parity": parity,
+            "ratios": {
+                "spark_local_2_vs_local_1": round(speedup, 2),
+                "spark_local_2_vs_engine_1": round(results["spark_local_2"]["records_per_s"]
+                                                   / (records / engine_s), 2),
+                "local_2_vs_engine_1": round(results["local_2"]["records_per_s"] / (records / engine_s), 2),
+            },
+            "targets": {
+                "spark_local_2_vs_local_1 >= 1.7": speedup >= 1.7,
+                "spark overhead on 1 GiB <= 20%": overhead <= 0.20,
+                "spark_local_2 >= 5M records/s": results["spark_local_2"]["records_per_s"] >= 5_000_000,
+            },
+        }
+        emit(result, args.output)
+        if not all(parity.values()):
+            raise SystemExit(f"parity failed: {parity}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
