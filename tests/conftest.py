@@ -30,6 +30,20 @@ def corpus_files(match) -> list[Path]:
     return sorted(found)
 
 
+def corpus_top_dirs() -> list[Path]:
+    """The corpus's directories of real broker data (one per source repository), sorted."""
+    if not CORPUS.is_dir():
+        return []
+    return sorted(p for p in CORPUS.iterdir() if p.is_dir() and p.name != "vectors")
+
+
+def corpus_log_dirs() -> list[Path]:
+    """Every Kafka log directory in the corpus (several per source with several brokers)."""
+    from plog.engine import discovery
+
+    return [Path(ld.path) for top in corpus_top_dirs() for ld in discovery.log_dirs(str(top))]
+
+
 def pytest_report_header(config):
     return [f"plog corpus: {CORPUS} ({'present' if CORPUS.is_dir() else 'MISSING'})"]
 

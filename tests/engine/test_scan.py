@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS
+from conftest import CORPUS, corpus_log_dirs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -59,15 +59,6 @@ TS0 = 1_700_000_000_000
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def corpus_log_dirs() -> list[Path]:
-    if not CORPUS.is_dir():
-        return []
-    found = []
-    for top in sorted(CORPUS.iterdir()):
-        if top.name == "vectors" or not top.is_dir():
-            continue
-        found += [Path(ld.path) for ld in discovery.log_dirs(str(top))]
-    return found
 
 
 def oracle(path) -> dict[tuple[str, int], dict]:

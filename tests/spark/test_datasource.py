@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CORPUS
+from conftest import corpus_top_dirs
 from plog.engine import scan as S
 
 pytestmark = pytest.mark.spark
 
 
-def corpus_dirs() -> list[Path]:
-    return sorted(p for p in CORPUS.iterdir() if p.is_dir() and p.name != "vectors") if CORPUS.is_dir() else []
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +85,7 @@ def test_every_corpus_directory_reads_like_the_engine(spark):
     range and CRC sums of keys, values, headers and timestamps of every record."""
     from pyspark.sql import functions as F
 
-    every = corpus_dirs()
+    every = corpus_top_dirs()
     assert len(every) >= 9
     # The 700k-record directory is read at batch level below (its records are compared with
     # the engine through `plog scan --spark` stats in test_scan_spark.py): time.

@@ -10,13 +10,11 @@ from pathlib import Path
 import pytest
 
 from cli_run import plog
-from conftest import CORPUS
+from conftest import corpus_top_dirs
 
 pytestmark = pytest.mark.spark
 
 
-def corpus_dirs() -> list[Path]:
-    return sorted(p for p in CORPUS.iterdir() if p.is_dir() and p.name != "vectors") if CORPUS.is_dir() else []
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +36,7 @@ def on_spark(capsys, spark, *args) -> tuple[int, str, str]:
 
 
 def test_stats_on_spark_equal_the_single_process_scan(capsys, spark):
-    tops = [str(t) for t in corpus_dirs()]
+    tops = [str(t) for t in corpus_top_dirs()]
     assert len(tops) >= 9
     want_code, want = single_process(capsys, *tops, "--format", "json")
     code, out, err = on_spark(capsys, spark, *tops, "--format", "json", "--unit-size", "1MiB")
