@@ -270,8 +270,17 @@ class _Spark:
                 sys.stderr.write(f"plog scan: {note}\n")
         return self.handle.spark
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind, error, tb):
         self.handle.stop()
+        # A failed Spark job arrives as a py4j/pyspark exception holding a JVM stack trace:
+        # one line of it, and where Spark's own log is.
+        if error is not None and type(error).__module__.startswith(("pyspark", "py4j")) \
+                and not isinstance(error, PlogCliError):
+            from plog.spark_tasks.session import error_line
+
+            log = f" (Spark's log: {self.handle.log_path})" if self.handle.log_path else ""
+            raise PlogCliError(f"Spark job failed: {error_line(error)}{log}") from error
+        return False
 
 
 def _task_progress(spark, quiet: bool):
@@ -487,9 +496,9 @@ def _sql(paths, plan, flt, query, master, conf, unit_bytes, fmt: ListFormat) -> 
         except Exception as e:  # Spark's AnalysisException / ParseException: the user's query
             if type(e).__module__.startswith("pyspark") and "AnalysisException" in type(e).__name__ \
                     or "ParseException" in type(e).__name__:
-                from plog.spark_tasks.session import _first_line
+                from plog.spark_tasks.session import error_line
 
-                raise PlogCliError(f"SQL: {_first_line(e)}", ExitCode.USAGE) from e
+                raise PlogCliError(f"SQL: {error_line(e)}", ExitCode.USAGE) from e
             raise
     unique = []
     for c in columns:

@@ -188,7 +188,7 @@ def start(master: str | None = None, conf: dict[str, str] | None = None, *, app_
     except Exception as e:
         where = f" (Spark's log: {log_path})" if log_path else ""
         raise SparkSetupError(f"could not start Spark with master {master or '(from spark-submit)'}: "
-                              f"{_first_line(e)}{where}") from e
+                              f"{error_line(e)}{where}") from e
     spark.sparkContext.setLogLevel("ERROR")
     handle = SparkHandle(spark, owned=True, log_path=log_path)
     try:
@@ -243,7 +243,7 @@ def check_executors(spark, handle: SparkHandle | None = None) -> tuple:
             raise SparkSetupError(f"the executors' Python has no pyarrow: install {INSTALL_HINT} on every worker "
                                   f"(or point PYSPARK_PYTHON at an interpreter that has it)") from e
         log = f" (Spark's log: {handle.log_path})" if handle and handle.log_path else ""
-        raise SparkSetupError(f"a test task on the executors failed: {_first_line(e)}{log}") from e
+        raise SparkSetupError(f"a test task on the executors failed: {error_line(e)}{log}") from e
     version, plog_version, where, executable = got
     if tuple(version) != driver:
         raise SparkSetupError(
@@ -257,7 +257,7 @@ def check_executors(spark, handle: SparkHandle | None = None) -> tuple:
     return got
 
 
-def _first_line(e: BaseException) -> str:
+def error_line(e: BaseException) -> str:
     text = str(e).strip()
     for line in text.splitlines():
         line = line.strip()

@@ -142,6 +142,13 @@ def test_sql_errors_are_one_line_usage_errors(capsys, spark, generated):
     assert code == 2 and err.startswith("plog: error: SQL: ") and err.count("\n") == 1
 
 
+def test_a_failing_spark_job_is_one_line(capsys, spark, generated):
+    code, out, err = on_spark(capsys, spark, str(generated), "--sql",
+                              "SELECT assert_true(offset < 0, 'no offset is negative') FROM records")
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert err.startswith("plog: error: Spark job failed: ") and "no offset is negative" in err
+
+
 def test_bad_paths_fail_before_spark_work(capsys, spark, tmp_path):
     code, _out, err = plog(capsys, "scan", "--spark", str(tmp_path / "missing"))
     assert code == 1 and err.count("\n") == 1 and "missing" in err
