@@ -271,7 +271,7 @@ class _Spark:
         return self.handle.spark
 
     def __exit__(self, kind, error, tb):
-        self.handle.stop()
+        self.handle.stop(keep_log=error is not None)
         # A failed Spark job arrives as a py4j/pyspark exception holding a JVM stack trace:
         # one line of it, and where Spark's own log is.
         if error is not None and type(error).__module__.startswith(("pyspark", "py4j")) \

@@ -117,12 +117,19 @@ class SparkHandle:
     shipped: str | None = None
     notes: list = field(default_factory=list)
 
-    def stop(self) -> None:
+    def stop(self, keep_log: bool = False) -> None:
+        """Stop the session if plog started it; its JVM log file is removed unless
+        ``keep_log`` (an error message names it)."""
         if self.owned:
             try:
                 self.spark.stop()
             except Exception:  # the JVM may already be gone (Ctrl-C); nothing left to release
                 pass
+            if self.log_path and not keep_log:
+                try:
+                    os.remove(self.log_path)
+                except OSError:
+                    pass
 
 
 def _redirected_launch(build, log_path: str):
