@@ -159,7 +159,8 @@ def scan(
                                             help="sql: a Spark SQL query over the views `records` and `batches`."),
     output: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH",
                                          help="search: write results here instead of stdout (a Parquet directory, "
-                                              "or JSON lines with --output-format jsonl)."),
+                                              "or JSON lines with --output-format jsonl). Parquet output skips "
+                                              "damaged batches without naming them: --mode verify does."),
     output_format: Optional[SearchOutput] = typer.Option(None, "--output-format", case_sensitive=False,
                                                          help="search with --output: parquet (default, needs "
                                                               "--spark) or jsonl."),
@@ -390,7 +391,7 @@ def _stats(plan, flt, use_spark, master, conf, jobs, fmt: ListFormat, quiet: boo
     return _report_problems(stats, quiet)
 
 
-def _open_output(output: Optional[str], overwrite: bool):
+def _open_output(output: Optional[str]):
     if output is None or output == "-":
         return getattr(sys.stdout, "buffer", None), False
     return open(output, "wb"), True
@@ -408,11 +409,11 @@ def _search(paths, plan, flt, use_spark, master, conf, jobs, output, out_kind, o
                 count = spark_jobs.search_to_parquet(spark, paths, flt, output, unit_bytes=unit_bytes,
                                                      parallelism=_spark_cores(master), overwrite=overwrite)
             else:
-                count = _write_chunks(spark_jobs.search_jsonl(spark, plan, flt), output, overwrite)
+                count = _write_chunks(spark_jobs.search_jsonl(spark, plan, flt, problems), output)
     else:
         advance, finish = _byte_progress(plan, quiet)
         try:
-            count = _write_chunks(_local_jsonl(plan, flt, jobs, advance, problems), output, overwrite)
+            count = _write_chunks(_local_jsonl(plan, flt, jobs, advance, problems), output)
         finally:
             finish()
     if not quiet:
@@ -425,11 +426,11 @@ def _search(paths, plan, flt, use_spark, master, conf, jobs, output, out_kind, o
 
 def _search_task(args):
     """A worker process's share of a local search: one unit's matches as JSON lines."""
-    from plog.engine.scan import format_record_jsonl, unit_records
+    from plog.engine.scan import unit_jsonl
 
     unit, flt = args
     problems: list = []
-    data = b"".join(format_record_jsonl(r) for r in unit_records(unit, flt, problems))
+    data = b"".join(unit_jsonl(unit, flt, problems=problems))
     return data, problems
 
 
@@ -442,8 +443,8 @@ def _local_jsonl(plan, flt, jobs, progress, problems):
             yield data
 
 
-def _write_chunks(chunks, output, overwrite) -> int:
-    out, close = _open_output(output, overwrite)
+def _write_chunks(chunks, output) -> int:
+    out, close = _open_output(output)
     count = 0
     try:
         for chunk in chunks:

@@ -1086,11 +1086,13 @@ def format_record_jsonl(rec: ScanRecord) -> bytes:
     return line[:-2] + extra.encode("utf-8")
 
 
-def unit_jsonl(unit: ScanUnit, flt: ScanFilter | None = None, *, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
-    """:func:`unit_records` as JSON lines, joined into chunks of about ``chunk_bytes``."""
+def unit_jsonl(unit: ScanUnit, flt: ScanFilter | None = None, *, problems: list | None = None,
+               chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
+    """:func:`unit_records` as JSON lines, joined into chunks of about ``chunk_bytes``;
+    damage goes to ``problems`` as in :func:`unit_records`."""
     out: list[bytes] = []
     size = 0
-    for rec in unit_records(unit, flt):
+    for rec in unit_records(unit, flt, problems):
         line = format_record_jsonl(rec)
         out.append(line)
         size += len(line)

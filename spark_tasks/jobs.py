@@ -91,20 +91,29 @@ def _unit_jsonl(flt):
 
     def run(units):
         for unit in units:
-            yield from unit_jsonl(unit, flt)
+            problems: list = []
+            yield from unit_jsonl(unit, flt, problems=problems)
+            if problems:
+                yield problems  # a list, after the unit's chunks: the damage the unit met
     return run
 
 
-def search_jsonl(spark, plan, flt) -> Iterator[bytes]:
+def search_jsonl(spark, plan, flt, problems: list | None = None) -> Iterator[bytes]:
     """Matching records as chunks of JSON lines (:func:`plog.engine.scan.format_record_jsonl`),
     formatted on the executors and fetched one unit at a time, in plan order: no record
-    becomes a Spark row, and the driver holds one unit's matches at most."""
+    becomes a Spark row, and the driver holds one unit's matches at most. Damage met on
+    the way is appended to ``problems`` (:class:`plog.engine.scan.SliceProblem`)."""
     if not plan.units:
-        return iter(())
+        return
     sc = spark.sparkContext
     sc.setJobDescription("plog scan: search")
     rdd = sc.parallelize(plan.units, len(plan.units)).mapPartitions(_unit_jsonl(flt))
-    return rdd.toLocalIterator()
+    for item in rdd.toLocalIterator():
+        if isinstance(item, list):
+            if problems is not None:
+                problems.extend(item)
+        else:
+            yield item
 
 
 def search_to_parquet(spark, paths: list[str], flt, output: str, *, unit_bytes: int | None = None,

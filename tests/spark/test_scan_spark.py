@@ -115,6 +115,12 @@ def test_damage_is_reported_the_same_on_spark(capsys, spark, generated, tmp_path
     assert code == 3 and json.loads(out) == json.loads(want)
     audit = [p for p in json.loads(out) if p["topic"] == "audit"][0]
     assert audit["corrupt_batches"] == 1 and audit["problems"][0]["segment"] == str(seg)
+    # search: the same records, exit 3 and the same one-line problem on stderr
+    want_code, want_out, want_err = plog(capsys, "scan", str(damaged), "--value-contains", "ok", "--jobs", "1")
+    code, out, err = plog(capsys, "scan", "--spark", str(damaged), "--value-contains", "ok", "--unit-size", "2KiB")
+    assert (code, out) == (want_code, want_out) and code == 3 and out.count("\n") > 100
+    problem = [line for line in want_err.splitlines() if line.startswith(f"plog scan: {seg}:")]
+    assert problem and all(line in err.splitlines() for line in problem)
 
 
 def test_sql(capsys, spark, generated):
