@@ -48,7 +48,10 @@ from .errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
+    LeaderNotAvailableError,
     LockTimeoutError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
     LogDirError,
     LogDirLockedError,
     TopicExistsError,
@@ -76,14 +79,54 @@ class ReadOnlyDataDirError(EngineError):
     """A write to a Kafka log directory opened as a data directory (plog writes only its own)."""
 
 
+BROKER_STATES = ("running", "stopped", "crashed")
+
+
 @dataclass(frozen=True)
 class Broker:
+    """A broker of the embedded cluster. ``state``: ``running``; ``stopped`` (a controlled
+    shutdown: out of every ISR, fenced at once); ``crashed`` (its process died: still in the
+    ISRs until ``broker.session.timeout.ms`` after ``since_ms``, when the controller fences it).
+    ``fenced``: the controller no longer counts it as alive."""
+
     id: int
     rack: str | None = None
+    state: str = "running"
+    fenced: bool = False
+    since_ms: int | None = None
 
     @property
     def dir_name(self) -> str:
         return f"broker-{self.id}"
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    def to_json(self) -> dict:
+        data: dict = {"id": self.id, "rack": self.rack}
+        if self.state != "running" or self.fenced:
+            data.update(state=self.state, fenced=self.fenced, since_ms=self.since_ms)
+        return data
+
+
+@dataclass
+class PartitionState:
+    """What Kafka's controller keeps per partition (a KRaft ``PartitionRecord``): the leader
+    (-1 when no replica can lead: the partition is offline), the leader epoch (bumped at every
+    leader change) and the in-sync replicas. ISR is never empty: when its last member goes
+    away it stays there and the partition has no leader, as in KRaft."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+
+    def to_json(self) -> dict:
+        return {"leader": self.leader, "leader_epoch": self.leader_epoch, "isr": list(self.isr)}
+
+    @classmethod
+    def initial(cls, replicas: list[int]) -> "PartitionState":
+        return cls(replicas[0], 0, list(replicas))
 
 
 @dataclass
@@ -95,6 +138,18 @@ class TopicMetadata:
     topic_id: str
     replicas: list[list[int]]
     configs: dict[str, str] = field(default_factory=dict)
+    #: ``states[p]``: partition p's leader, leader epoch and ISR (missing entries: the initial
+    #: state, leader = first replica, epoch 0, ISR = replicas; files written before replication).
+    states: list[PartitionState] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.sync_states()
+
+    def sync_states(self) -> None:
+        """One state per partition: new partitions start in their initial state."""
+        while len(self.states) < len(self.replicas):
+            self.states.append(PartitionState.initial(self.replicas[len(self.states)]))
+        del self.states[len(self.replicas):]
 
     @property
     def partitions(self) -> int:
@@ -105,8 +160,10 @@ class TopicMetadata:
         return len(self.replicas[0]) if self.replicas else 0
 
     def to_json(self) -> dict:
+        self.sync_states()
         return {"topic_id": self.topic_id, "configs": dict(sorted(self.configs.items())),
-                "replicas": [list(r) for r in self.replicas]}
+                "replicas": [list(r) for r in self.replicas],
+                "partition_states": [st.to_json() for st in self.states]}
 
 
 @dataclass
@@ -123,7 +180,7 @@ class ClusterMetadata:
         data = {
             "version": METADATA_VERSION,
             "cluster_id": self.cluster_id,
-            "brokers": [{"id": b.id, "rack": b.rack} for b in self.brokers],
+            "brokers": [b.to_json() for b in self.brokers],
             "topics": {name: t.to_json() for name, t in sorted(self.topics.items())},
             "next_producer_id": self.next_producer_id,
         }
@@ -136,10 +193,21 @@ class ClusterMetadata:
         try:
             if data.get("version") != METADATA_VERSION:
                 raise ValueError(f"unsupported version {data.get('version')!r}")
-            brokers = [Broker(int(b["id"]), b.get("rack")) for b in data["brokers"]]
-            topics = {name: TopicMetadata(name, t["topic_id"], [[int(x) for x in r] for r in t["replicas"]],
-                                          {str(k): str(v) for k, v in t.get("configs", {}).items()})
-                      for name, t in data["topics"].items()}
+            brokers = []
+            for b in data["brokers"]:
+                state = str(b.get("state", "running"))
+                if state not in BROKER_STATES:
+                    raise ValueError(f"broker {b['id']} has unknown state {state!r}")
+                since = b.get("since_ms")
+                brokers.append(Broker(int(b["id"]), b.get("rack"), state, bool(b.get("fenced", False)),
+                                      None if since is None else int(since)))
+            topics = {}
+            for name, t in data["topics"].items():
+                replicas = [[int(x) for x in r] for r in t["replicas"]]
+                states = [PartitionState(int(st["leader"]), int(st["leader_epoch"]), [int(x) for x in st["isr"]])
+                          for st in t.get("partition_states", [])]
+                topics[name] = TopicMetadata(name, t["topic_id"], replicas,
+                                             {str(k): str(v) for k, v in t.get("configs", {}).items()}, states)
             broker_configs = {str(k): str(v) for k, v in (data.get("broker_configs") or {}).items()}
             return cls(str(data["cluster_id"]), brokers, topics, int(data.get("next_producer_id", 0)),
                        broker_configs)
@@ -171,9 +239,24 @@ def _flock(path: Path, timeout_s: float) -> Iterator[None]:
 
 
 @dataclass(frozen=True)
+class ReplicaDescription:
+    """One replica of a partition as its folder is on disk now."""
+
+    broker: int
+    state: str
+    in_sync: bool
+    folder: bool
+    log_end_offset: int | None
+    high_watermark: int | None
+    leader_epoch: int | None
+
+
+@dataclass(frozen=True)
 class PartitionDescription:
-    """``plog topics describe`` for one partition. ``isr``: the replicas whose folder
-    exists (every replica is written synchronously; replication lag comes later)."""
+    """``plog topics describe`` for one partition: the controller's view (leader, leader
+    epoch, ISR) and the leader replica's offsets as on disk now. ``offline``: no leader;
+    ``under_replicated``: fewer in-sync replicas than replicas; ``under_min_isr``: fewer than
+    ``min.insync.replicas`` (``acks=all`` produces fail)."""
 
     tp: TopicPartition
     leader: int | None
@@ -183,6 +266,12 @@ class PartitionDescription:
     log_end_offset: int | None
     size: int | None
     segments: int
+    leader_epoch: int = 0
+    high_watermark: int | None = None
+    offline: bool = False
+    under_replicated: bool = False
+    under_min_isr: bool = False
+    replica_states: tuple = ()
 
 
 class DataDir:
@@ -316,9 +405,35 @@ class DataDir:
                 f"Partition {tp.partition} of topic '{tp.topic}' does not exist (it has {t.partitions})")
         return list(t.replicas[tp.partition])
 
+    def partition_state(self, tp) -> PartitionState:
+        """``tp``'s leader, leader epoch and ISR as the metadata holds them now."""
+        tp = TopicPartition(*tp)
+        self.replicas(tp)  # validates the partition
+        t = self.topic(tp.topic)
+        t.sync_states()
+        return t.states[tp.partition]
+
     def leader(self, tp) -> int:
-        """The leader broker of ``tp``: its first (preferred) replica."""
-        return self.replicas(tp)[0]
+        """The leader broker of ``tp``; raises :class:`LeaderNotAvailableError` when the
+        partition is offline (no replica that may lead is running)."""
+        tp = TopicPartition(*tp)
+        state = self.partition_state(tp)
+        if state.leader < 0:
+            raise LeaderNotAvailableError(
+                f"{tp} has no leader: ISR {_id_list(state.isr)} "
+                f"({', '.join(f'broker {b} {self.broker(b).state}' for b in state.isr)}); "
+                f"start one of them with `plog brokers start ID`")
+        return state.leader
+
+    def broker(self, broker_id: int) -> Broker:
+        for b in self.metadata.brokers:
+            if b.id == broker_id:
+                return b
+        raise BrokerNotAvailableError(f"broker {broker_id} is not in this data directory "
+                                      f"(brokers: {', '.join(map(str, self.broker_ids))})")
+
+    def running_brokers(self) -> list[int]:
+        return [b.id for b in self.metadata.brokers if b.running]
 
     def topic_config(self, topic: str) -> LogConfig:
         t = self.metadata.topics.get(topic)
@@ -343,26 +458,56 @@ class DataDir:
             from .checkpoint_files import OffsetCheckpointFile
 
             start = OffsetCheckpointFile(checkpoint).read().get(tp, 0)
-        return Log.open(path, self.topic_config(tp.topic), writable=False, log_start_offset=start)
+        log = Log.open(path, self.topic_config(tp.topic), writable=False, log_start_offset=start)
+        for segment in log.segments:
+            # A writer may trim these indexes while this view is open (roll, close).
+            for index in (segment.offset_index, segment.time_index):
+                index.live_reader = True
+                if index._loaded:
+                    index._forget()
+        if not self.kafka_log_dir:
+            # Consumers see only what the ISR has: the high watermark the replica's broker
+            # directory checkpointed (written at every produce round). A plain Kafka log
+            # directory is read to its end: offline inspection wants every record on disk.
+            hw = read_high_watermark(path.parent, tp)
+            if hw is not None:
+                log.high_watermark = max(log.log_start_offset, min(hw, log.log_end_offset))
+        return log
 
     def describe_partitions(self, topic: str) -> list["PartitionDescription"]:
         """Per partition: leader, replicas, ISR, and the leader replica's offsets and size as
         on disk now (read-only)."""
         t = self.topic(topic)
+        t.sync_states()
+        min_isr = self.topic_config(topic).min_insync_replicas
         out = []
         for p, replicas in enumerate(t.replicas):
             tp = TopicPartition(topic, p)
-            online = [b for b in replicas if self.partition_path(tp, b).is_dir()]
-            start = end = size = None
+            state = t.states[p]
+            leader = state.leader if state.leader >= 0 else None
+            start = end = size = hw = None
             segments = 0
-            if replicas[0] in online:
-                log = self.open_reader(tp, replicas[0])
-                try:
-                    start, end, size, segments = log.log_start_offset, log.log_end_offset, log.size, len(log.segments)
-                finally:
-                    log.close()
-            out.append(PartitionDescription(tp, replicas[0] if replicas[0] in online else None, list(replicas),
-                                            online, start, end, size, segments))
+            reps = []
+            for b in replicas:
+                path = self.partition_path(tp, b)
+                r_end = r_hw = r_epoch = None
+                if path.is_dir():
+                    log = self.open_reader(tp, b)
+                    try:
+                        r_end, r_hw, r_epoch = log.log_end_offset, log.high_watermark, log.epoch_cache.latest_epoch
+                        if b == leader:
+                            start, end, size, segments = (log.log_start_offset, log.log_end_offset, log.size,
+                                                          len(log.segments))
+                            hw = log.high_watermark
+                    finally:
+                        log.close()
+                broker_state = self.broker(b).state if b in self.broker_ids else "unknown"
+                reps.append(ReplicaDescription(b, broker_state, b in state.isr, path.is_dir(), r_end, r_hw, r_epoch))
+            out.append(PartitionDescription(
+                tp, leader, list(replicas), list(state.isr), start, end, size, segments,
+                leader_epoch=state.leader_epoch, high_watermark=hw, offline=leader is None,
+                under_replicated=len(state.isr) < len(replicas), under_min_isr=len(state.isr) < min_isr,
+                replica_states=tuple(reps)))
         return out
 
     # -- topic administration ---------------------------------------------------------------
@@ -489,27 +634,54 @@ class DataDir:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def writer(self, timeout_s: float = DEFAULT_LOCK_TIMEOUT_S) -> "ClusterWriter":
+    def writer(self, timeout_s: float = DEFAULT_LOCK_TIMEOUT_S, **options) -> "ClusterWriter":
+        """A :class:`ClusterWriter`; ``options``: ``clock``, ``truncation``, ``paused``,
+        ``maintenance``."""
         self._check_writable()
-        return ClusterWriter(self, timeout_s)
+        return ClusterWriter(self, timeout_s, **options)
 
 
 class ClusterWriter:
     """Holds the ``.lock`` of the broker directories it touches (taken on first use, waiting up
     to ``timeout_s`` for another plog process) and appends through their ``LogManager``s.
 
+    Appends go to the partition's leader (with its leader epoch); at :meth:`flush` the
+    followers on running brokers fetch from it (engine.replication), the high watermark
+    moves, ISRs shrink or grow, and ``acks=all`` appends are checked against it. A stopped
+    or crashed broker's directory is never opened.
+
     Use as a context manager: closing writes the checkpoints and the clean-shutdown marker of
     every broker directory it opened and releases the locks, so the next writer (in this or
     another process) opens only the partitions it needs.
     """
 
-    def __init__(self, data_dir: DataDir, timeout_s: float, *, maintenance: bool = True):
+    def __init__(self, data_dir: DataDir, timeout_s: float, *, maintenance: bool = True, clock=None,
+                 truncation: str = "leader-epoch", paused: set[int] | None = None):
+        from .replication import ReplicaFetcher
+
         self.data_dir = data_dir
         self.timeout_s = timeout_s
         # Run due retention/compaction on the touched logs when the locks are given back.
         self.maintenance = maintenance
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        #: Brokers whose replica fetchers are paused (a slow or partitioned follower): they
+        #: fetch nothing and fall out of the ISR after replica.lag.time.max.ms.
+        self.paused: set[int] = set(paused or ())
+        settings = self._settings()
+        self.fetcher = ReplicaFetcher(self.clock, truncation=truncation,
+                                      lag_time_max_ms=int(settings["replica.lag.time.max.ms"]))
+        self.session_timeout_ms = int(settings["broker.session.timeout.ms"])
+        #: Controller events (elections, ISR changes) this writer caused, oldest first.
+        self.events: list = []
         self._managers: dict[int, LogManager] = {}
         self._dirty: dict[TopicPartition, list[Log]] = {}
+        self._acks: list[tuple[TopicPartition, int, int]] = []
+        self._reordering = False
+
+    def _settings(self) -> dict[str, str]:
+        from .maintenance import engine_settings
+
+        return engine_settings(self.data_dir.metadata.broker_configs)
 
     def manager(self, broker_id: int) -> LogManager:
         lm = self._managers.get(broker_id)
@@ -524,17 +696,28 @@ class ClusterWriter:
         lower id than one already held means giving everything back and starting over.
 
         Returns True when the metadata was re-read, which happens each time the first lock is
-        taken: nobody can move replicas (``plog assign execute`` holds every lock) while this
-        writer holds one, so metadata read then stays true until it lets go."""
+        taken: leaders and ISRs change only under the locks of every running replica of the
+        partition (this writer's ISR updates, or controller work that holds every lock), so
+        metadata read then stays true for the partitions whose replicas it holds."""
         need = sorted(set(broker_ids) - set(self._managers))
         if not need:
             return False
+        opened = {}
         if self._managers and need[0] < max(self._managers):
-            held = set(self._managers)
-            self._close_managers()
-            need = sorted(held | set(broker_ids))
+            # Out of order: free locks can still be taken without waiting (no cycle can
+            # form without a wait); a busy one means giving everything back.
+            try:
+                for b in need:
+                    opened[b] = self._open_manager(b, wait=False)
+            except LogDirLockedError:
+                for lm in opened.values():
+                    lm.close()
+                opened = {}
+                held = set(self._managers)
+                self._reorder_close()
+                need = sorted(held | set(broker_ids))
         first = not self._managers
-        opened = {b: self._open_manager(b) for b in need}
+        opened.update({b: self._open_manager(b) for b in need if b not in opened})
         self._managers.update(opened)
         if first:
             self.data_dir.reload()
@@ -543,9 +726,62 @@ class ClusterWriter:
                   for name, t in self.data_dir.metadata.topics.items()}
         for lm in opened.values():
             lm.adopt_topics(topics)
+        if first and not self.data_dir.kafka_log_dir:
+            from .replication import needs_tick
+
+            if needs_tick(self.data_dir.metadata, self.clock(), self.session_timeout_ms):
+                self.controller_tick()
         return first
 
-    def _open_manager(self, broker_id: int) -> LogManager:
+    def acquire_all(self) -> None:
+        """Hold the lock of every running broker (controller work)."""
+        while True:
+            self.data_dir.reload()
+            running = self.data_dir.running_brokers()
+            if not self.acquire(running) and set(running) <= set(self._managers):
+                return
+
+    def controller_tick(self) -> list:
+        """Fence brokers whose session timed out and elect leaders for offline partitions,
+        holding every running broker's lock (so no other writer works from stale leaders)."""
+        from .replication import tick
+
+        self.acquire_all()
+        with self.data_dir.update() as meta:
+            events = tick(meta, self.clock(), self.session_timeout_ms)
+        self._after_controller(events)
+        return events
+
+    def _after_controller(self, events) -> None:
+        self.events.extend(events)
+        for e in events:
+            if e.kind == "broker" and e.broker in self._managers and not self.data_dir.broker(e.broker).running:
+                self._drop_manager(e.broker, crash=e.reason.startswith("crashed"))
+
+    def _drop_manager(self, broker_id: int, *, crash: bool) -> None:
+        lm = self._managers.pop(broker_id, None)
+        if lm is None:
+            return
+        for tp in list(self._dirty):
+            self._dirty[tp] = [log for log in self._dirty[tp] if log.dir.parent != lm.log_dirs[0]]
+        if crash:
+            lm.abandon()
+        else:
+            lm.close()
+
+    def _reorder_close(self) -> None:
+        """Give back every lock to retake them in order: appended data is flushed, and its
+        replication and acks checks wait for the next :meth:`flush` (after the retake)."""
+        dirty, acks = list(self._dirty), self._acks
+        self._reordering = True
+        try:
+            self._close_managers()
+        finally:
+            self._reordering = False
+        self._dirty = {tp: [] for tp in dirty}
+        self._acks = acks
+
+    def _open_manager(self, broker_id: int, *, wait: bool = True) -> LogManager:
         log_dir = self.data_dir.broker_log_dir(broker_id)
         deadline = time.monotonic() + self.timeout_s
         delay = 0.002
@@ -554,6 +790,8 @@ class ClusterWriter:
                 lm = LogManager([log_dir], node_id=broker_id, cluster_id=self.data_dir.metadata.cluster_id, lazy=True)
                 break
             except LogDirLockedError:
+                if not wait:
+                    raise
                 if time.monotonic() >= deadline:
                     raise LockTimeoutError(
                         f"timed out after {self.timeout_s:g}s waiting for the lock of {log_dir} "
@@ -562,62 +800,235 @@ class ClusterWriter:
                 delay = min(delay * 2, 0.05)
         return lm
 
+    def _running(self, replicas: list[int]) -> list[int]:
+        if self.data_dir.kafka_log_dir:
+            return list(replicas)
+        return [b for b in replicas if self.data_dir.broker(b).running]
+
     def _replicas(self, tp: TopicPartition) -> list[int]:
-        """``tp``'s replicas with every one of their locks held (metadata current)."""
+        """``tp``'s replicas, with the locks of those on running brokers held (metadata current)."""
         while True:
             replicas = self.data_dir.replicas(tp)
-            if not self.acquire(replicas):
+            if not self.acquire(self._running(replicas)):
                 return replicas
 
     def replica_log(self, tp, broker_id: int) -> Log:
         """The writable log of ``tp``'s replica on ``broker_id`` (folder created if needed).
-        Only a current replica: a folder on another broker would be a write nobody reads."""
+        Only a current replica on a running broker: a folder elsewhere would be a write
+        nobody reads, and a stopped broker's directory is not touched."""
         tp = TopicPartition(*tp)
         if broker_id not in self._replicas(tp):
             raise BrokerNotAvailableError(f"broker {broker_id} holds no replica of {tp} "
                                           f"(replicas: {self.data_dir.replicas(tp)})")
+        if not self.data_dir.kafka_log_dir and not self.data_dir.broker(broker_id).running:
+            raise BrokerNotAvailableError(f"broker {broker_id} is {self.data_dir.broker(broker_id).state}: "
+                                          f"its replica of {tp} cannot be written (plog brokers start {broker_id})")
         lm = self.manager(broker_id)
         log = lm.get_log(tp)
         if log is None:
             t = self.data_dir.topic(tp.topic)
             log = lm.get_or_create_log(tp, topic_id=uuid.UUID(t.topic_id))
+        if not self.data_dir.kafka_log_dir:
+            log.replicated = True
         return log
 
-    def append(self, tp, batch: bytes, *, flush: bool = False) -> LogAppendInfo:
-        """Append one producer batch to the leader of ``tp`` and copy the written bytes to
-        every follower. With ``flush=False`` call :meth:`flush` before acknowledging."""
+    def leader_log(self, tp) -> tuple[Log, "PartitionState"]:
+        """The leader replica of ``tp`` and its partition state; raises
+        :class:`LeaderNotAvailableError` when it has none or its broker crashed."""
         tp = TopicPartition(*tp)
-        replicas = self._replicas(tp)
-        leader = self.replica_log(tp, replicas[0])
-        info = leader.append_as_leader(batch, flush=flush)
-        touched = self._dirty.setdefault(tp, [leader])
-        if len(replicas) > 1 and not info.duplicate:
-            written = leader.read(info.first_offset, max_bytes=len(batch) + 64,
-                                  max_offset=info.last_offset + 1).records
-            for broker in replicas[1:]:
-                follower = self.replica_log(tp, broker)
-                follower.append_as_follower(bytes(written), flush=flush)
-                if follower not in touched:
-                    touched.append(follower)
+        self._replicas(tp)
+        state = self.data_dir.partition_state(tp)
+        leader_id = self.data_dir.leader(tp)
+        broker = self.data_dir.broker(leader_id) if not self.data_dir.kafka_log_dir else None
+        if broker is not None and not broker.running:
+            raise LeaderNotAvailableError(
+                f"the leader of {tp}, broker {leader_id}, {broker.state}; the controller fences it "
+                f"{self.session_timeout_ms} ms after (broker.session.timeout.ms) and elects another leader")
+        log = self.replica_log(tp, leader_id)
+        latest = log.epoch_cache.latest_epoch
+        if latest is None or latest < state.leader_epoch:
+            # Kafka's makeLeader: the new epoch starts at the leader's LEO, so followers that
+            # ask for an older epoch learn where it ended here.
+            log.epoch_cache.assign(state.leader_epoch, log.log_end_offset)
+        return log, state
+
+    def append(self, tp, batch: bytes, *, flush: bool = False, acks: int = -1) -> LogAppendInfo:
+        """Append one producer batch to the leader of ``tp`` (its followers fetch it at
+        :meth:`flush`). ``acks``: 0, 1 or -1 (all). With ``acks=-1`` the ISR must hold
+        ``min.insync.replicas`` members (else :class:`NotEnoughReplicasError`, nothing
+        written) and :meth:`flush` fails unless every ISR member replicated the batch.
+        With ``flush=False`` call :meth:`flush` before acknowledging."""
+        tp = TopicPartition(*tp)
+        leader, state = self.leader_log(tp)
+        if acks == -1 and not self.data_dir.kafka_log_dir:
+            min_isr = self.data_dir.topic_config(tp.topic).min_insync_replicas
+            if len(state.isr) < min_isr:
+                raise NotEnoughReplicasError(
+                    f"The size of the current ISR {_id_list(state.isr)} is insufficient to satisfy the min.isr "
+                    f"requirement of {min_isr} for partition {tp}")
+        info = leader.append_as_leader(batch, leader_epoch=state.leader_epoch, flush=flush)
+        self._dirty.setdefault(tp, [leader])
+        if acks == -1:
+            self._acks.append((tp, info.last_offset + 1, len(state.isr)))
+        if flush:
+            self._replicate_dirty()
         return info
 
     def append_control(self, tp, producer_id: int, producer_epoch: int, *, commit: bool) -> LogAppendInfo:
-        """Write a transaction marker to every replica of ``tp`` (leader first)."""
+        """Write a transaction marker to the leader of ``tp``; followers fetch it at flush."""
         tp = TopicPartition(*tp)
-        replicas = self._replicas(tp)
-        leader = self.replica_log(tp, replicas[0])
-        info = leader.append_end_txn_marker(producer_id, producer_epoch, commit=commit)
-        written = leader.read(info.first_offset, max_offset=info.last_offset + 1).records
-        for broker in replicas[1:]:
-            self.replica_log(tp, broker).append_as_follower(bytes(written))
+        leader, state = self.leader_log(tp)
+        info = leader.append_end_txn_marker(producer_id, producer_epoch, commit=commit,
+                                            leader_epoch=state.leader_epoch)
+        self._dirty.setdefault(tp, [leader])
         return info
 
+    # -- replication ----------------------------------------------------------------------------
+
+    def replicate(self, tp, *, brokers=None, until_caught_up: bool = True):
+        """Run the fetchers of ``tp``'s followers on running, unpaused brokers (``brokers``:
+        only those): truncate first when they have not yet in this session, then fetch until
+        they have the leader's log and high watermark. Shrinks the ISR by
+        ``replica.lag.time.max.ms``, grows it when a follower caught up. Returns a
+        :class:`~plog.engine.replication.ReplicationReport`."""
+        from .replication import CatchUp, ReplicationReport, advance_high_watermark
+
+        tp = TopicPartition(*tp)
+        report = ReplicationReport()
+        replicas = self._replicas(tp)
+        leader, state = self.leader_log(tp)
+        leader_id = state.leader
+        fetcher = self.fetcher
+        active = [b for b in replicas if b != leader_id and self.data_dir.broker(b).running
+                  and b not in self.paused and (brokers is None or b in brokers)]
+        followers = {b: fetcher.follower_state(tp, b, state.leader_epoch) for b in replicas if b != leader_id}
+        logs = {}
+        touched = self._dirty.setdefault(tp, [leader])
+        for b in active:
+            log = logs[b] = self.replica_log(tp, b)
+            if log not in touched:
+                touched.append(log)
+            c = CatchUp(tp, b)
+            report.catch_ups.append(c)
+            fs = followers[b]
+            if not fs.truncated:
+                c.truncation = fetcher.truncate(tp, b, log, leader)
+                fs.truncated = True
+        catch = {c.broker: c for c in report.catch_ups}
+        for _ in range(1 << 20):
+            leader_hw = leader.high_watermark
+            progressed = False
+            for b in active:
+                log, fs, c = logs[b], followers[b], catch[b]
+                before_hw = log.high_watermark
+                nbytes, nrecords = fetcher.fetch(tp, leader, log, fs, state.isr, leader_id, followers)
+                c.fetches += 1
+                if nbytes:
+                    c.bytes += nbytes
+                    if c.records_from is None:
+                        c.records_from = log.log_end_offset - nrecords
+                    c.records_to = log.log_end_offset - 1
+                progressed |= bool(nbytes) or log.high_watermark != before_hw
+            # A round that only moved the leader's high watermark needs one more, in which
+            # the followers learn it.
+            progressed |= leader.high_watermark != leader_hw
+            if not progressed or not until_caught_up:
+                break
+        if len(state.isr) == 1 and state.isr[0] == leader_id:
+            advance_high_watermark(leader, state.isr, leader_id, followers)
+        report.events.extend(self._update_isr(tp, leader, state, followers))
+        return report
+
+    def _update_isr(self, tp: TopicPartition, leader: Log, state, followers) -> list:
+        """Kafka's maybeShrinkIsr / maybeExpandIsr for ``tp`` (AlterPartition: applied only if
+        the leader epoch is still the one this writer worked with)."""
+        from .replication import ControllerEvent, advance_high_watermark
+
+        now = self.clock()
+        lag_max = self.fetcher.lag_time_max_ms
+        out_of_sync = [b for b in state.isr if b != state.leader and b in followers
+                       and followers[b].log_end_offset < leader.log_end_offset
+                       and now - followers[b].last_caught_up_ms > lag_max]
+        epoch_start = None
+        for e in leader.epoch_cache.entries:
+            if e.epoch == state.leader_epoch:
+                epoch_start = e.start_offset
+        caught_up = [b for b, fs in followers.items() if b not in state.isr and fs.log_end_offset >= 0
+                     and self.data_dir.broker(b).running
+                     and fs.log_end_offset >= leader.high_watermark
+                     and (epoch_start is None or fs.log_end_offset >= epoch_start)]
+        if not out_of_sync and not caught_up:
+            return []
+        events = []
+        with self.data_dir.update() as meta:
+            t = meta.topics.get(tp.topic)
+            if t is None:
+                return []
+            t.sync_states()
+            current = t.states[tp.partition]
+            if current.leader_epoch != state.leader_epoch or current.leader != state.leader:
+                return []
+            old = list(current.isr)
+            if out_of_sync:
+                current.isr = [b for b in current.isr if b not in out_of_sync]
+                events.append(ControllerEvent(
+                    "isr", f"replica(s) {_id_list(out_of_sync)} not caught up for {lag_max} ms "
+                           "(replica.lag.time.max.ms)", tp, isr=tuple(current.isr), previous_isr=tuple(old)))
+            if caught_up:
+                before = list(current.isr)
+                current.isr = [b for b in t.replicas[tp.partition] if b in current.isr or b in caught_up]
+                events.append(ControllerEvent("isr", f"replica(s) {_id_list(caught_up)} caught up", tp,
+                                              isr=tuple(current.isr), previous_isr=tuple(before)))
+        state.isr = list(self.data_dir.partition_state(tp).isr)
+        advance_high_watermark(leader, state.isr, state.leader, followers)
+        self.events.extend(events)
+        return events
+
+    def _replicate_dirty(self) -> None:
+        for tp in list(self._dirty):
+            if self.data_dir.kafka_log_dir or not self.data_dir.has_topic(tp.topic):
+                continue
+            try:
+                self.replicate(tp)
+            except LeaderNotAvailableError:
+                continue
+
     def flush(self) -> None:
-        """Apply each written log's durability policy (fsync with ``plog.fsync.on.produce``)."""
+        """Replicate what was appended, apply each written log's durability policy (fsync
+        with ``plog.fsync.on.produce``), checkpoint the high watermarks readers bound
+        consumption by, and fail if an ``acks=all`` append is not below the high watermark."""
+        if not self._dirty:
+            return
+        if self._reordering:
+            for logs in self._dirty.values():
+                for log in logs:
+                    if not log.closed:
+                        log.maybe_flush()
+            return
+        self._replicate_dirty()
+        brokers = set()
         for logs in self._dirty.values():
             for log in logs:
-                log.maybe_flush()
+                if not log.closed:
+                    log.maybe_flush()
+                    brokers.add(log.dir.parent)
         self._dirty.clear()
+        for lm in self._managers.values():
+            if lm.log_dirs[0] in brokers:
+                lm.checkpoint_high_watermarks()
+        acks, self._acks = self._acks, []
+        for tp, required, isr_size in acks:
+            try:
+                leader, _ = self.leader_log(tp)
+            except LeaderNotAvailableError as e:
+                raise NotEnoughReplicasAfterAppendError(
+                    f"acks=all: {tp} lost its leader before the write was replicated ({e})") from None
+            if leader.high_watermark < required:
+                state = self.data_dir.partition_state(tp)
+                raise NotEnoughReplicasAfterAppendError(
+                    f"acks=all: offset {required - 1} of {tp} is written on the leader (broker {state.leader}) but "
+                    f"not replicated by every in-sync replica (ISR {_id_list(state.isr)}, high watermark "
+                    f"{leader.high_watermark}); not acknowledged")
 
     def close(self) -> None:
         self._close_managers()
@@ -661,6 +1072,20 @@ class ClusterWriter:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _id_list(ids) -> str:
+    return "[" + ",".join(map(str, ids)) + "]"
+
+
+def read_high_watermark(log_dir: Path, tp: TopicPartition) -> int | None:
+    """``tp``'s high watermark in ``log_dir``'s replication-offset-checkpoint (None: absent)."""
+    path = log_dir / "replication-offset-checkpoint"
+    if not path.is_file():
+        return None
+    from .checkpoint_files import OffsetCheckpointFile
+
+    return OffsetCheckpointFile(path).read().get(tp)
 
 
 def _read_metadata(path: Path) -> ClusterMetadata:
@@ -720,6 +1145,8 @@ __all__ = [
     "DataDir",
     "DEFAULT_DATA_DIR",
     "PartitionDescription",
+    "PartitionState",
+    "ReplicaDescription",
     "ReadOnlyDataDirError",
     "TopicMetadata",
 ]

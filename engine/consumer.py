@@ -76,7 +76,13 @@ class _PartitionReader:
                 logs = sorted(e.name for e in os.scandir(directory) if e.name.endswith(".log"))
                 if not logs:
                     return (directory, 0, 0)
-                return (directory, len(logs), logs[0], logs[-1], os.stat(directory / logs[-1]).st_size)
+                # The high watermark moves in the broker directory's checkpoint, after the data.
+                try:
+                    hw = os.stat(directory.parent / "replication-offset-checkpoint")
+                    hw_stamp = (hw.st_mtime_ns, hw.st_size, hw.st_ino)
+                except FileNotFoundError:
+                    hw_stamp = None
+                return (directory, len(logs), logs[0], logs[-1], os.stat(directory / logs[-1]).st_size, hw_stamp)
             except FileNotFoundError:
                 if attempt:
                     raise UnknownTopicOrPartitionError(
@@ -106,8 +112,8 @@ class _PartitionReader:
     def end_offset(self) -> int:
         """Where a consumer of this isolation level stops: the LSO or the high watermark."""
         if self._state is not None:
-            return self._state.last_stable_offset
-        return self.log.log_end_offset
+            return min(self._state.last_stable_offset, self.log.high_watermark)
+        return self.log.high_watermark
 
     def read(self, position: int, max_records: int) -> tuple[list, int]:
         """Up to ``max_records`` ``(batch info, record)`` pairs from ``position``; returns them

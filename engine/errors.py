@@ -124,3 +124,19 @@ class GroupNotEmptyError(GroupError):
 
 class LockTimeoutError(EngineError):
     """Waiting for another plog process to release a log directory took too long."""
+
+
+class NotEnoughReplicasError(EngineError):
+    """An ``acks=all`` produce while the ISR is smaller than ``min.insync.replicas``
+    (Kafka's ``NotEnoughReplicasException``); nothing was written."""
+
+
+class NotEnoughReplicasAfterAppendError(EngineError):
+    """An ``acks=all`` produce written to the leader whose in-sync replicas did not all
+    replicate it (Kafka's ``NotEnoughReplicasAfterAppendException``): not acknowledged,
+    though a later high watermark may still expose it, as in Kafka."""
+
+
+class LeaderNotAvailableError(EngineError):
+    """A partition with no leader: every replica that may lead is on a stopped broker
+    (Kafka's ``LeaderNotAvailableException``)."""

@@ -338,14 +338,14 @@ def _load(dd: DataDir, group_id: str, now_ms: int | None) -> _Group:
 
 
 def _log_offsets(dd: DataDir, tp: TopicPartition) -> tuple[int, int] | None:
-    """``(log start, log end)`` of the leader replica as on disk now, or None when this
+    """``(log start, high watermark)`` of the leader replica as on disk now (ListOffsets latest), or None when this
     directory does not hold the partition."""
     try:
         log = dd.open_reader(tp)
     except UnknownTopicOrPartitionError:
         return None
     try:
-        return log.log_start_offset, log.log_end_offset
+        return log.log_start_offset, log.high_watermark
     finally:
         log.close()
 
@@ -536,7 +536,7 @@ def _target(strategy: ResetStrategy, tp: TopicPartition, current: int | None, lo
     """The new offset of ``tp`` (see the module docstring for the clamping rule)."""
     kind = strategy.kind
     if kind == "to-current":
-        return current if current is not None else log.log_end_offset
+        return current if current is not None else log.high_watermark
     if kind == "to-earliest":
         spec = EARLIEST
     elif kind == "to-latest":
@@ -564,7 +564,7 @@ def _target(strategy: ResetStrategy, tp: TopicPartition, current: int | None, lo
         return None if found is None else found.offset
 
     try:
-        return resolve_offset(spec, log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset,
+        return resolve_offset(spec, log_start_offset=log.log_start_offset, log_end_offset=log.high_watermark,
                               offset_for_timestamp=at_time, committed=current)
     except NoOffsetForPartitionError:
         raise NoOffsetForPartitionError(f"Cannot reset partition {tp} to its committed offset: the group has "
@@ -598,7 +598,7 @@ def plan_offset_reset(dd: DataDir, group_id: str, strategy: ResetStrategy, *, to
         log = dd.open_reader(tp)
         try:
             new = _target(strategy, tp, current, log)
-            rows.append(OffsetReset(tp.topic, tp.partition, current, new, log.log_start_offset, log.log_end_offset))
+            rows.append(OffsetReset(tp.topic, tp.partition, current, new, log.log_start_offset, log.high_watermark))
         finally:
             log.close()
     return ResetPlan(group_id, g.state, strategy, tuple(rows))

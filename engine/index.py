@@ -100,6 +100,26 @@ class InvalidTimestampError(EngineError, ValueError):
     ``IllegalStateException`` in ``TimeIndex.maybeAppend``)."""
 
 
+def _nonzero_prefix(fd: int, length: int, size: int) -> int:
+    """The length up to the zero-filled tail of a preallocated index (whole entries; at least
+    the first entry). Binary search on ``pread``s of single entries: a preallocated tail is
+    contiguous zeros, and every entry before it holds a non-zero byte except maybe the first."""
+    slots = length // size
+    if slots <= 1 or length % size:
+        return length  # nothing to cut, or a malformed length the sanity check reports
+    zero = bytes(size)
+    if os.pread(fd, size, (slots - 1) * size) != zero:
+        return length  # trimmed (or full): no tail
+    lo, hi = 1, slots - 1  # the first all-zero slot is in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if os.pread(fd, size, mid * size) == zero:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo * size
+
+
 class ReadOnlyIndexError(EngineError, io.UnsupportedOperation):
     """A mutation (append, truncate, resize, reset) of an index opened with ``writable=False``."""
 
@@ -152,6 +172,8 @@ class AbstractIndex:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
+        #: A read-only view that follows a live writer (consumers): see ``_open``.
+        self.live_reader = False
         self._loaded = False
         self._mm: mmap.mmap | None = None
         self._length = 0
@@ -216,6 +238,12 @@ class AbstractIndex:
                 os.ftruncate(fd, length)
             else:
                 length = os.fstat(fd).st_size
+                if not self.writable and self.live_reader:
+                    # A live writer's active index is preallocated and trimmed when it rolls
+                    # or closes: a page mapped past the trimmed end would fault (SIGBUS) on
+                    # the next read. Map only up to the zero-filled tail, which trimming never
+                    # cuts into. (Offline tools keep Kafka's count of every slot.)
+                    length = _nonzero_prefix(fd, length, size)
             # 3. Map. Our descriptor is closed right after; mmap holds its own duplicate.
             mm = self._map(fd, length)
         finally:

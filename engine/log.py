@@ -97,6 +97,9 @@ class Log:
         self.recovery_point = recovery_point
         self.log_end_offset = next_offset
         self.high_watermark = next_offset
+        #: True when a replication layer owns the high watermark (min LEO over the ISR on a
+        #: leader, the leader's value on a follower); False: every append moves it to the LEO.
+        self.replicated = False
         self.producer_state = producer_state
         self.epoch_cache = epoch_cache
         self.writable = writable
@@ -277,7 +280,7 @@ class Log:
         leader append); otherwise producer state is updated from ``batches`` without
         sequence checks, as Kafka does for replicated and recovered data."""
         segment = self._maybe_roll(len(buf), info)
-        segment.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, buf)
+        segment.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, buf, batches)
         if leader_epoch is not None:
             self.epoch_cache.assign(leader_epoch, info.first_offset)
         else:
@@ -295,7 +298,8 @@ class Log:
                         segment._update_producer_state(psm, b)
                 psm.update_map_end_offset(info.last_offset + 1)
         self.log_end_offset = info.last_offset + 1
-        self.high_watermark = self.log_end_offset
+        if not self.replicated:
+            self.high_watermark = self.log_end_offset
         self._unflushed_messages += info.records_count
         if flush:
             self._maybe_flush()

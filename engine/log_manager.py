@@ -331,6 +331,27 @@ class LogManager:
             OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(starts)
             OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(hws)
 
+    def checkpoint_high_watermarks(self) -> None:
+        """Write only ``replication-offset-checkpoint`` (what readers bound consumption by),
+        keeping the values of partitions this manager has not opened."""
+        for log_dir in self.log_dirs:
+            old_hw = self._checkpoints.get(log_dir, ({}, {}, {}))[2]
+            hws = {tp: old_hw[tp] for tp, (d, _) in self._unloaded.items() if d == log_dir and tp in old_hw}
+            hws.update({tp: log.high_watermark for tp, log in self.logs.items() if self._log_dir_of[tp] == log_dir})
+            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(hws)
+
+    def abandon(self) -> None:
+        """A crash: give up the locks without closing logs, writing checkpoints or the
+        clean-shutdown marker, so the next start recovers as after a killed process."""
+        if self.closed:
+            return
+        for log in self.logs.values():
+            for segment in log.segments:
+                segment.close_handlers()  # no trimming, no final index entry: as killed
+            log.closed = True
+        self._release_locks()
+        self.closed = True
+
     def close(self) -> None:
         """Close every log, write the checkpoints and the clean-shutdown markers, unlock."""
         if self.closed:

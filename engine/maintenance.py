@@ -477,6 +477,10 @@ ENGINE_DEFAULTS = {
     "log.cleaner.enable": "true",
     "log.cleaner.backoff.ms": "15000",
     "log.cleaner.dedupe.buffer.size": str(DEFAULT_BUFFER_SIZE),
+    # Replication (engine.replication): a follower not caught up for this long leaves the
+    # ISR; a crashed broker is fenced (leaves its ISRs, loses leaderships) after this long.
+    "replica.lag.time.max.ms": "30000",
+    "broker.session.timeout.ms": "9000",
 }
 STATE_FILE = ".plog-maintenance.json"
 
@@ -487,7 +491,8 @@ def engine_settings(broker_configs: dict[str, str] | None) -> dict[str, str]:
     for name, value in (broker_configs or {}).items():
         if name in settings:
             settings[name] = str(value)
-    for name in ("log.retention.check.interval.ms", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"):
+    for name in ("log.retention.check.interval.ms", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
+                 "replica.lag.time.max.ms", "broker.session.timeout.ms"):
         try:
             if int(settings[name]) < 0:
                 raise ValueError

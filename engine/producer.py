@@ -122,6 +122,9 @@ class Producer:
             raise ConfigError(f"linger.ms must be >= 0, not {linger_ms}")
         if str(acks) not in ("0", "1", "all", "-1"):
             raise ConfigError(f"acks must be 0, 1, all or -1, not {acks!r}")
+        #: 0 and 1: acknowledged once the leader appended; -1 (all): once every in-sync
+        #: replica has it (below the high watermark), with min.insync.replicas enforced.
+        self.acks = -1 if str(acks) in ("all", "-1") else int(acks)
         name = "none" if compression_type in (None, "", "uncompressed") else compression_type
         if name not in COMPRESSION_TYPES:
             raise ConfigError(f"compression.type must be one of {', '.join(COMPRESSION_TYPES)}, not {compression_type!r}")
@@ -365,7 +368,7 @@ class Producer:
                                           else config.compression_type)
         raw = encode_batch(batch.records, compression_codec=codec, compression_level=self.compression_level,
                            producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=seq)
-        info = writer.append(tp, raw, flush=False)
+        info = writer.append(tp, raw, flush=False, acks=self.acks)
         batch.base_offset = info.first_offset
         batch.log_append_time = info.log_append_time
         if self.idempotent:

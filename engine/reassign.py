@@ -455,8 +455,13 @@ def _plan_partition(dd: DataDir, w: ClusterWriter, tp: TopicPartition, previous:
     """Decide, without changing anything, which replicas need a copy and which go."""
     move = PartitionMove(tp, list(previous), list(target))
     holders = _holders(dd, tp)
+    stopped = [b for b in target if b not in previous and not dd.broker(b).running]
+    if stopped:
+        raise BrokerNotAvailableError(f"cannot move {tp} to broker {stopped[0]}: it is {dd.broker(stopped[0]).state} "
+                                      f"(plog brokers start {stopped[0]})")
     # The leader is the authority (consumers read it); a follower only if its folder is gone.
-    source = next((b for b in previous if b in holders), None)
+    leader = dd.partition_state(tp).leader
+    source = leader if leader in holders else next((b for b in previous if b in holders), None)
     src_log = w.manager(source).get_log(tp) if source is not None else None
     for b in target:
         if b == source:
@@ -583,6 +588,14 @@ def _switch_assignment(dd: DataDir, changed: Mapping[TopicPartition, list[int]],
                     f"the replicas of {tp} changed from {_ids(previous[tp])} to {_ids(now or [])} during the "
                     "reassignment; nothing was switched (run it again)")
             t.replicas[tp.partition] = list(target)
+            # Every replica of the target set is a byte copy of the leader now: all in sync.
+            # The leader stays if it is kept, else the first new replica leads (a new epoch).
+            t.sync_states()
+            state = t.states[tp.partition]
+            if state.leader not in target:
+                state.leader = target[0]
+                state.leader_epoch += 1
+            state.isr = list(target)
 
 
 def _delete_replica(w: ClusterWriter, tp: TopicPartition, broker: int) -> None:

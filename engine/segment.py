@@ -215,8 +215,10 @@ class LogSegment:
     # -- append -------------------------------------------------------------------------------
 
     def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int,
-               records: bytes | bytearray | memoryview) -> None:
-        """Append whole batches (§8.1). ``records`` may hold several batches."""
+               records: bytes | bytearray | memoryview, batches=None) -> None:
+        """Append whole batches (§8.1). ``records`` may hold several batches; given their
+        headers (``batches``, in order), the indexes get an entry per batch as Kafka 3.9+
+        writes them (a follower's multi-batch append indexes as densely as the leader's)."""
         n = len(records)
         if n == 0:
             return
@@ -227,6 +229,20 @@ class LogSegment:
         self._ensure_offset_in_range(largest_offset)
         self._write_at(physical_position, records)
         self.size = physical_position + n
+        if batches is not None and len(batches) > 1:
+            position = physical_position
+            for b in batches:
+                if b.max_timestamp > self.max_timestamp_so_far.timestamp:
+                    self._max_ts_so_far = TimestampOffset(b.max_timestamp, b.last_offset)
+                if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                    self.offset_index.append(b.last_offset, position)
+                    mts = self.max_timestamp_so_far
+                    self.time_index.maybe_append(mts.timestamp, mts.offset)
+                    self._bytes_since_last_index_entry = 0
+                size = b.size_in_bytes
+                position += size
+                self._bytes_since_last_index_entry += size
+            return
         if largest_timestamp > self.max_timestamp_so_far.timestamp:
             self._max_ts_so_far = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
         if self._bytes_since_last_index_entry > self.index_interval_bytes:

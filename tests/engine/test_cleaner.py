@@ -270,7 +270,7 @@ def test_random_workloads_match_the_oracle(tmp_path_factory, ops, segment_bytes)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+                                                                  HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(ops=st.lists(op.filter(lambda o: o[0] != "clean"), min_size=5, max_size=60))
 def test_several_rounds_with_a_tiny_map_equal_one_round(tmp_path_factory, ops):
     tmp = tmp_path_factory.mktemp("r")
