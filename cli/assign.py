@@ -213,29 +213,49 @@ def verify(
 
 @assign_app.command(
     "preferred-leaders",
-    epilog="Example: plog assign preferred-leaders --topic orders\n\n"
-           "Kafka's preferred leader election: the preferred leader is the first replica. In a data "
-           "directory the leader always is the first replica, so this reports, per partition, that "
-           "the preferred leader leads and that its replica folder exists (\"Valid replica already "
-           "elected\"). Reads only.\n\n" + EXIT_CHECK.format(what="a preferred leader has no folder"),
+    epilog="Example: plog assign preferred-leaders --topic orders --dry-run\n\n"
+           "Kafka's preferred leader election (kafka-leader-election.sh --election-type preferred): the "
+           "preferred leader is the first replica of each partition. After a broker stopped and started "
+           "again, other replicas lead its partitions; this moves each leadership back (new leader epoch) "
+           "where the preferred replica's broker runs and the replica is in the ISR. Per partition: the "
+           "preferred and current leader, the replicas and what happened (\"Valid replica already elected\", "
+           "\"Elected 1 (leader was 2), epoch 3\", or why it could not be). --dry-run reports what would "
+           "change and changes nothing.\n\n"
+           + EXIT_CHECK.format(what="a partition is not led by its preferred replica and cannot be: that "
+                                    "broker is not running or its replica is not in the ISR"),
 )
 def preferred_leaders(
     topic: Optional[List[str]] = typer.Option(None, "--topic", "-t", help="Topic (repeatable; default: all)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be elected; change nothing."),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
     data_dir: str = data_dir_option(),
 ) -> None:
-    """Report whether each partition is led by its preferred (first) replica."""
-    from plog.engine.reassign import preferred_leaders as _preferred_leaders
+    """Elect each partition's preferred (first) replica leader where it is not."""
+    from plog.engine.brokers import elect_preferred_leaders
 
     dd = open_data_dir(data_dir)
-    states = _preferred_leaders(dd, topic or None)
-    rows = [{"topic": s.tp.topic, "partition": s.tp.partition, "preferred_leader": s.preferred_leader,
-             "leader": s.leader, "replicas": s.replicas, "folder_exists": s.folder_exists, "ok": s.ok,
-             "status": s.message} for s in states]
-    emit(rows, fmt, ["topic", "partition", "preferred_leader", "leader", "replicas", "folder_exists", "status"],
-         titles={"preferred_leader": "PREFERRED", "folder_exists": "FOLDER"},
-         right=("partition", "preferred_leader", "leader"))
-    if not all(s.ok for s in states):
+
+    def can_elect(e) -> bool:  # the election would make the preferred replica the leader
+        return not e.ok and dd.broker(e.preferred_leader).running and e.preferred_leader in dd.partition_state(e.tp).isr
+
+    # A dry run first: when nothing is to be elected, no lock is taken and nothing is written
+    # (a Kafka log directory, read-only, gets its report too).
+    elections, _events = elect_preferred_leaders(dd, topic or None, dry_run=True)
+    if not dry_run and any(can_elect(e) for e in elections):
+        elections, _events = elect_preferred_leaders(dd, topic or None)
+    rows = [{"topic": e.tp.topic, "partition": e.tp.partition, "preferred_leader": e.preferred_leader,
+             "leader": e.leader, "replicas": list(e.replicas), "elected": e.elected,
+             "ok": e.ok or (dry_run and can_elect(e)), "status": e.message} for e in elections]
+    emit(rows, fmt, ["topic", "partition", "preferred_leader", "leader", "replicas", "status"],
+         titles={"preferred_leader": "PREFERRED"}, right=("partition", "preferred_leader", "leader"))
+    elected = [f"{e.tp}" for e in elections if e.elected]
+    valid = [f"{e.tp}" for e in elections if not e.elected and e.ok]
+    if elected:
+        print(f"Successfully completed leader election (PREFERRED) for partitions {', '.join(elected)}",
+              file=sys.stderr)
+    if valid:
+        print(f"Valid replica already elected for partitions {', '.join(valid)}", file=sys.stderr)
+    if not all(r["ok"] for r in rows):
         raise typer.Exit(code=ExitCode.PROBLEMS_FOUND)
 
 

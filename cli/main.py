@@ -49,7 +49,7 @@ def root(
 
 
 # Command modules register themselves on import.
-from . import assign, consume, dump, groups, lookup, ls, maintain, produce, recover, scan, topics, verify  # noqa: E402,F401  (each registers its command)
+from . import assign, brokers, consume, dump, groups, lookup, ls, maintain, produce, recover, scan, simulate, topics, verify  # noqa: E402,F401  (each registers its command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -55,7 +55,8 @@ def _escape(text: str | None) -> bytes | None:
         "partitioner. The topic is created (1 partition) if it does not exist, as a broker with "
         "auto.create.topics.enable does; --no-create refuses instead.\n\n"
         "Records go out in rounds of up to 1 MiB (max.request.size), when the input pauses, or after "
-        "--linger-ms; each round is written to every replica and fsynced before the next input is read, so "
+        "--linger-ms; each round is appended to the partition leader, fetched by the in-sync followers (--acks all "
+        "waits for them, as Kafka) and fsynced before the next input is read, so "
         "a round is one group commit. A summary goes to stderr. "
         "A bad input line stops the run with its line number; records before it are produced, nothing "
         "after it is.\n\n"
@@ -83,7 +84,8 @@ def produce(
     linger_ms: int = typer.Option(1000, "--linger-ms", min=0,
                                   help="Longest a record waits while input keeps coming (input that pauses is "
                                        "sent at once)."),
-    acks: str = typer.Option("all", "--acks", help="0, 1 or all (every replica is written either way)."),
+    acks: str = typer.Option("all", "--acks", help="0, 1 or all (default all: acknowledged once every in-sync replica "
+                                                   "has the records; min.insync.replicas applies)."),
     idempotence: bool = typer.Option(True, "--idempotence/--no-idempotence",
                                      help="Producer id and sequence numbers (Kafka's default)."),
     create: bool = typer.Option(True, "--create/--no-create", help="Create a missing topic (1 partition)."),

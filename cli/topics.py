@@ -115,29 +115,61 @@ def list_topics(
 
 @topics_app.command(
     "describe",
-    epilog="Example: plog topics describe orders\n\nPer partition: leader, replicas, in-sync replicas, log "
-           "start and end offsets, size and segments of the leader replica, as on disk now. Works on a "
-           "stopped broker's log directory too (--data-dir /var/lib/kafka).\n\n" + EXIT,
+    epilog="Examples:\n\n  plog topics describe orders\n\n  plog topics describe --under-replicated-partitions\n\n"
+           "Per partition, the controller's view: LEADER (\"none\" when the partition is offline), its leader "
+           "EPOCH, REPLICAS (the preferred leader first), ISR (in-sync replicas); then the leader replica's "
+           "high watermark (HW, the end of what consumers see), log START and END offsets, size and segments, "
+           "as on disk now. STATUS lists offline, under-replicated (ISR smaller than the replica list) and "
+           "under-min-isr (ISR smaller than min.insync.replicas: acks=all produces fail); empty when healthy. "
+           "--format json/jsonl adds replicas_state: each replica's broker state, ISR membership, folder, "
+           "log end offset, high watermark and latest leader epoch.\n\n"
+           "--under-replicated-partitions, --unavailable-partitions (offline) and --under-min-isr-partitions "
+           "(also offline ones, as Kafka) show only the partitions with that problem (given together: any of "
+           "them). Works on a stopped broker's log directory too (--data-dir /var/lib/kafka). Reads only.\n\n"
+           + EXIT,
 )
 def describe(
     names: Optional[List[str]] = typer.Argument(None, metavar="[TOPIC]...", help="Topics (default: all)."),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
+    under_replicated: bool = typer.Option(False, "--under-replicated-partitions",
+                                          help="Only partitions whose ISR is smaller than their replica list."),
+    unavailable: bool = typer.Option(False, "--unavailable-partitions", help="Only partitions with no leader."),
+    under_min_isr: bool = typer.Option(False, "--under-min-isr-partitions",
+                                       help="Only partitions whose ISR is smaller than min.insync.replicas "
+                                            "(or that have no leader)."),
     data_dir: str = data_dir_option(),
 ) -> None:
-    """Describe topics: partitions, leaders, replicas, offsets, sizes and configs."""
+    """Describe topics: leaders, epochs, replicas, ISRs, offsets, sizes and problems."""
     dd = open_data_dir(data_dir)
     names = names or dd.topics(include_internal=False)
+    filtered = under_replicated or unavailable or under_min_isr
     rows = []
     for name in names:
         t = dd.topic(name)
         for p in dd.describe_partitions(name):
-            rows.append({"topic": name, "partition": p.tp.partition, "leader": p.leader, "replicas": p.replicas,
-                         "isr": p.isr, "log_start_offset": p.log_start_offset, "log_end_offset": p.log_end_offset,
-                         "size": p.size, "segments": p.segments, "configs": dict(t.configs)})
-    emit(rows, fmt, ["topic", "partition", "leader", "replicas", "isr", "log_start_offset", "log_end_offset",
-                     "size", "segments"],
-         titles={"log_start_offset": "START", "log_end_offset": "END"},
-         right=("partition", "leader", "log_start_offset", "log_end_offset", "size", "segments"))
+            if filtered and not ((under_replicated and p.under_replicated) or (unavailable and p.offline)
+                                 or (under_min_isr and (p.under_min_isr or p.offline))):
+                continue
+            flags = [f for f, on in (("offline", p.offline), ("under-replicated", p.under_replicated),
+                                     ("under-min-isr", p.under_min_isr)) if on]
+            rows.append({
+                "topic": name, "partition": p.tp.partition,
+                "leader": "none" if p.leader is None and fmt is ListFormat.table else p.leader,
+                "leader_epoch": p.leader_epoch, "replicas": p.replicas, "isr": p.isr,
+                "high_watermark": p.high_watermark, "log_start_offset": p.log_start_offset,
+                "log_end_offset": p.log_end_offset, "size": p.size, "segments": p.segments,
+                "status": ",".join(flags), "offline": p.offline, "under_replicated": p.under_replicated,
+                "under_min_isr": p.under_min_isr,
+                "replicas_state": [{"broker": r.broker, "state": r.state, "in_sync": r.in_sync, "folder": r.folder,
+                                    "log_end_offset": r.log_end_offset, "high_watermark": r.high_watermark,
+                                    "leader_epoch": r.leader_epoch} for r in p.replica_states],
+                "configs": dict(t.configs)})
+    emit(rows, fmt, ["topic", "partition", "leader", "leader_epoch", "replicas", "isr", "high_watermark",
+                     "log_start_offset", "log_end_offset", "size", "segments", "status"],
+         titles={"leader_epoch": "EPOCH", "high_watermark": "HW", "log_start_offset": "START",
+                 "log_end_offset": "END"},
+         right=("partition", "leader", "leader_epoch", "high_watermark", "log_start_offset", "log_end_offset",
+                "size", "segments"))
 
 
 @topics_app.command(

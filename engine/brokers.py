@@ -109,14 +109,14 @@ def stop_broker(dd: DataDir, broker_id: int, *, crash: bool = False, writer: Clu
     from . import replication
 
     clock = clock or (writer.clock if writer is not None else _wall_ms)
-    dd.broker(broker_id)  # an unknown id is an error before any lock is taken
+    was_running = dd.broker(broker_id).running  # an unknown id is an error before any lock is taken
     change = BrokerChange(broker_id, "crash" if crash else "stop")
     with _controller(dd, writer, timeout_s, clock) as (w, mark):
         with dd.update() as meta:
             change.events = w.events[mark:] + replication.stop_broker(meta, broker_id, clock(), crash=crash)
         lm = w._managers.get(broker_id)
         w._after_controller(change.events)
-        if crash and lm is None:
+        if crash and was_running and lm is None:
             # Nobody had it open: a killed broker leaves no clean-shutdown marker.
             from .checkpoint_files import CleanShutdownFile
 
@@ -159,7 +159,9 @@ def start_broker(dd: DataDir, broker_id: int, *, writer: ClusterWriter | None = 
                 report = w.replicate(tp, brokers=None if state.leader == broker_id else {broker_id})
                 change.replication.catch_ups.extend(report.catch_ups)
                 change.replication.events.extend(report.events)
+            before = len(w.events)
             w.flush()
+            change.replication.events.extend(e for e in w.events[before:] if e.kind == "isr")
     change.offline = offline_partitions(dd)
     return change
 

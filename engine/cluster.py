@@ -15,10 +15,11 @@ Invariants:
 * ``cluster.json`` is replaced atomically (tmp, fsync, rename) under ``.plog-meta.lock``,
   so concurrent processes never see half a file and never lose each other's updates.
 * A partition's replicas are folders ``broker-<id>/<topic>-<p>`` on each broker of its
-  assignment; the leader is the first replica (preferred leadership; replication proper
-  is a later layer). Writes go through :class:`ClusterWriter`, which holds the Kafka
-  ``.lock`` of every broker directory it writes, appends to the leader and copies the
-  exact bytes to each follower before it returns, so every replica is byte-identical.
+  assignment. ``cluster.json`` holds each partition's leader, leader epoch and ISR (the
+  controller's state, engine.replication) and each broker's state. Writes go through
+  :class:`ClusterWriter`, which holds the Kafka ``.lock`` of every running broker directory
+  it writes, appends to the leader and runs the followers' fetchers before acknowledging;
+  followers hold the leader's exact batches up to their log end offset.
 * Readers (consumers, describe) never take a lock and never modify anything.
 
 A plain Kafka log directory (``meta.properties`` or partition folders, no ``cluster.json``)
@@ -506,7 +507,8 @@ class DataDir:
             out.append(PartitionDescription(
                 tp, leader, list(replicas), list(state.isr), start, end, size, segments,
                 leader_epoch=state.leader_epoch, high_watermark=hw, offline=leader is None,
-                under_replicated=len(state.isr) < len(replicas), under_min_isr=len(state.isr) < min_isr,
+                under_replicated=len(state.isr) < len(replicas),
+                under_min_isr=leader is None or len(state.isr) < min_isr,
                 replica_states=tuple(reps)))
         return out
 

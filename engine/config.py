@@ -72,6 +72,8 @@ class LogConfig:
             raise ConfigError(f"cleanup.policy must be delete, compact or both, not {self.cleanup_policy}")
         if self.compression_type not in ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"):
             raise ConfigError(f"unknown compression.type {self.compression_type}")
+        if self.min_insync_replicas < 1:
+            raise ConfigError(f"min.insync.replicas must be at least 1, not {self.min_insync_replicas}")
 
     @property
     def compact(self) -> bool:

@@ -10,9 +10,10 @@ kept in ascending order of both fields and persisted in ``leader-epoch-checkpoin
 * ``truncate_from_end(offset)`` drops entries starting at or after the new log end.
 * ``truncate_from_start(offset)`` moves the first surviving entry's start up to the new
   log start offset.
-* ``end_offset_for(epoch)`` answers OffsetsForLeaderEpoch: the start offset of the first
-  epoch above ``epoch`` (or the log end offset for the latest epoch), with the largest
-  epoch <= the requested one.
+* ``end_offset_for(epoch)`` answers OffsetsForLeaderEpoch as Kafka's ``endOffsetFor``: the
+  start offset of the first epoch above ``epoch`` (the log end offset for the latest epoch),
+  with the largest epoch <= the requested one (the requested one itself when it is older than
+  every entry); undefined for an epoch above the latest.
 """
 
 from __future__ import annotations
@@ -87,10 +88,12 @@ class LeaderEpochCache:
             return requested_epoch, log_end_offset
         lower = [e for e in self.entries if e.epoch <= requested_epoch]
         higher = [e for e in self.entries if e.epoch > requested_epoch]
-        if not lower:
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         if not higher:
-            return lower[-1].epoch, log_end_offset
+            # Above every epoch this replica knows (LeaderEpochFileCache.endOffsetFor).
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if not lower:
+            # Older than every epoch here: it ended where this log's first epoch starts.
+            return requested_epoch, higher[0].start_offset
         return lower[-1].epoch, higher[0].start_offset
 
     def clear(self) -> None:

@@ -768,16 +768,25 @@ class BrokerPlacement:
 
 
 def placement(dd: DataDir) -> list[BrokerPlacement]:
-    """Leaders and replicas per broker (``placement.placement_report`` over every topic) and
-    the bytes on disk of each broker's partition folders."""
+    """Current leaders and replicas per broker (``placement.placement_report`` over every
+    topic, leaders from the partition states) and the bytes on disk of each broker's
+    partition folders."""
     from .placement import placement_report
 
     dd.reload()
     assignments = {name: dict(enumerate(dd.topic(name).replicas)) for name in dd.topics()}
     counts = placement_report(assignments, dd.broker_ids)
+    # Leaders as they are now (after failovers), not the preferred ones.
+    current: dict[int, int] = {}
+    for name in dd.topics():
+        t = dd.topic(name)
+        t.sync_states()
+        for st in t.states:
+            current[st.leader] = current.get(st.leader, 0) + 1
     out = []
     for b in dd.brokers:
-        entry = counts.get(b.id, {})
+        entry = dict(counts.get(b.id, {}))
+        entry["leaders"] = current.get(b.id, 0)
         log_dir = dd.broker_log_dir(b.id)
         size = folders = 0
         if log_dir.is_dir():

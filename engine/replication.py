@@ -100,7 +100,8 @@ def _partitions(meta):
             yield TopicPartition(name, p), replicas, t.states[p]
 
 
-def _elect(meta, tp: TopicPartition, replicas, state, reason: str, events: list) -> None:
+def _elect(meta, tp: TopicPartition, replicas, state, reason: str, events: list,
+           previous_isr: list[int] | None = None) -> None:
     """Kafka's election for one partition: keep a leader that is alive and in the ISR, else
     the first replica (assignment order) in the ISR and alive, else (unclean allowed) the
     first alive replica with the ISR reset to it, else no leader."""
@@ -120,7 +121,7 @@ def _elect(meta, tp: TopicPartition, replicas, state, reason: str, events: list)
             new = -1
     if new == state.leader and isr == state.isr:
         return
-    old, old_isr = state.leader, list(state.isr)
+    old, old_isr = state.leader, list(state.isr if previous_isr is None else previous_isr)
     state.leader = new
     state.leader_epoch += 1
     state.isr = isr
@@ -135,13 +136,13 @@ def _fence(meta, broker_id: int, reason: str, events: list) -> None:
     for tp, replicas, state in _partitions(meta):
         if broker_id not in replicas:
             continue
+        old = list(state.isr)
         if broker_id in state.isr and len(state.isr) > 1:
-            old = tuple(state.isr)
             state.isr = [b for b in state.isr if b != broker_id]
             if state.leader != broker_id:
-                events.append(ControllerEvent("isr", reason, tp, isr=tuple(state.isr), previous_isr=old))
+                events.append(ControllerEvent("isr", reason, tp, isr=tuple(state.isr), previous_isr=tuple(old)))
         if state.leader == broker_id:
-            _elect(meta, tp, replicas, state, reason, events)
+            _elect(meta, tp, replicas, state, reason, events, previous_isr=old)
 
 
 def _replace_broker(meta, broker_id: int, **changes) -> None:
@@ -359,6 +360,8 @@ def epoch_truncation_offset(follower, leader) -> tuple[int, str]:
         return min(l_end, leo), f"leader's end offset for epoch {f_epoch} is {l_end}"
     # The leader's answer is for an older epoch: the follower's own end of that epoch bounds it.
     _, f_end = follower.epoch_cache.end_offset_for(l_epoch, leo)
+    if f_end < 0:  # the follower has no end for that epoch: the leader's answer bounds it
+        return min(l_end, leo), f"epoch {f_epoch} unknown to the leader; its epoch {l_epoch} ends at {l_end}"
     return min(l_end, f_end, leo), (f"epoch {f_epoch} unknown to the leader; both end epoch {l_epoch} "
                                     f"at {min(l_end, f_end)}")
 

@@ -161,20 +161,23 @@ def test_preferred_leaders_and_report(dd):
     r = invoke("assign", "preferred-leaders", "--topic", "t", "--format", "json", "-d", dd.path)
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)
-    assert [(x["partition"], x["preferred_leader"], x["leader"], x["folder_exists"], x["status"]) for x in rows] == [
-        (0, 1, 1, True, "Valid replica already elected"), (1, 2, 2, True, "Valid replica already elected"),
-        (2, 3, 3, True, "Valid replica already elected")]
+    assert [(x["partition"], x["preferred_leader"], x["leader"], x["elected"], x["status"]) for x in rows] == [
+        (0, 1, 1, False, "Valid replica already elected"), (1, 2, 2, False, "Valid replica already elected"),
+        (2, 3, 3, False, "Valid replica already elected")]
     r = invoke("assign", "preferred-leaders", "-d", dd.path)
     assert r.exit_code == 0 and "PREFERRED" in r.stdout and "Valid replica already elected" in r.stdout
-    (dd.broker_log_dir(2) / "t-1").rename(dd.broker_log_dir(2) / "moved-away")
+    # A preferred leader that cannot lead (its broker stopped): found problems.
+    assert invoke("brokers", "stop", "2", "-d", dd.path).exit_code == 0
     r = invoke("assign", "preferred-leaders", "-d", dd.path, "-f", "csv")
-    assert r.exit_code == 3 and "Preferred replica 2 has no replica folder" in r.stdout
+    assert r.exit_code == 3 and "Preferred replica 2 is not available (broker stopped)" in r.stdout
+    (dd.broker_log_dir(2) / "t-1").rename(dd.broker_log_dir(2) / "moved-away")
 
     r = invoke("assign", "report", "--format", "csv", "-d", dd.path)
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    # Current leaders: t-1 moved from the stopped broker 2 to 3.
     assert [(x["broker"], x["leaders"], x["replicas"], x["folders"]) for x in rows] == [
-        ("1", "1", "2", "2"), ("2", "1", "2", "1"), ("3", "1", "2", "2"), ("4", "0", "0", "0")]
+        ("1", "1", "2", "2"), ("2", "0", "2", "1"), ("3", "2", "2", "2"), ("4", "0", "0", "0")]
     assert int(rows[0]["size"]) > 0 and rows[3]["size"] == "0"
     r = invoke("assign", "report", "-d", dd.path)
     assert r.exit_code == 0 and r.stdout.splitlines()[0].split() == ["BROKER", "RACK", "LEADERS", "REPLICAS",

@@ -49,7 +49,8 @@ def test_init_topics_lifecycle(d):
     r = plog("topics", "alter", "orders", "--partitions", "6", "--data-dir", d)
     assert r.exit_code == 0
     r = plog("topics", "describe", "orders", "--format", "csv", "--data-dir", d)
-    assert r.stdout.splitlines()[0] == "topic,partition,leader,replicas,isr,log_start_offset,log_end_offset,size,segments"
+    assert r.stdout.splitlines()[0] == ("topic,partition,leader,leader_epoch,replicas,isr,high_watermark,"
+                                        "log_start_offset,log_end_offset,size,segments,status")
     assert len(r.stdout.splitlines()) == 7
     r = plog("topics", "delete", "orders", "--data-dir", d)
     assert r.exit_code == 0

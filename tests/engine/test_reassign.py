@@ -181,6 +181,12 @@ def test_reordering_replicas_changes_the_leader_only(tmp_path):
     report = execute_reassignment(dd, _plan({0: [2, 1], 1: [3, 2], 2: [1, 3]}))
     assert [m.action for m in report.moves] == ["leader"] * 3 and report.bytes_copied == 0
     dd2 = DataDir.open(dd.path)
+    # As in Kafka, a leader kept in the replica set stays leader; the preferred leader
+    # election moves leadership to the new first replicas.
+    assert [dd2.leader(("t", p)) for p in range(3)] == [1, 2, 3]
+    from plog.engine.brokers import elect_preferred_leaders
+
+    elect_preferred_leaders(dd2)
     assert [dd2.leader(("t", p)) for p in range(3)] == [2, 3, 1]
     assert inodes == {(p, b): os.stat(dd.partition_path(("t", p), b) / "partition.metadata").st_ino
                       for p, r in ASSIGNMENT.items() for b in r}

@@ -176,13 +176,14 @@ def _verify(dd):
 
 
 def test_epoch_truncation_walks_back_through_epochs_the_leader_never_had(tmp_path):
-    """A follower with epochs 0, 2, 3 against a leader with 0, 1: it keeps epoch 0's records
-    up to where epoch 1 began on the leader and nothing of its own epochs 2 and 3."""
+    """A follower with epochs 0, 2, 3 against a leader with 0, 1, 4: it keeps epoch 0's
+    records up to where its own epoch 2 began and nothing of its epochs 2 and 3."""
     dd, w, clock = cluster(tmp_path)
     leader, follower = replica(w, 1), replica(w, 2)
     for log in (leader, follower):
         log.append_as_leader(batch(b"a", b"b"), leader_epoch=0)
     leader.append_as_leader(batch(b"L1"), leader_epoch=1)
+    leader.epoch_cache.assign(4, leader.log_end_offset)  # the current leader has the latest epoch
     follower.append_as_leader(batch(b"F2", b"F2'"), leader_epoch=2)
     follower.append_as_leader(batch(b"F3"), leader_epoch=3)
     t = w.fetcher.truncate(TP, 2, follower, leader)
@@ -380,3 +381,20 @@ def test_unclean_election_loses_exactly_what_the_new_leader_never_had(tmp_path, 
     # uncleanly in turn before it truncated. So no claim is made about lost values after.)
     assert lost_expected, "the seed was chosen to include an unclean election that loses records"
     assert log_bytes(replica(w, 1)) == log_bytes(replica(w, 2)) == log_bytes(replica(w, 3))
+
+
+def test_offsets_for_leader_epoch_answers_as_kafka(tmp_path):
+    """LeaderEpochFileCache.endOffsetFor: the latest epoch ends at the LEO; an epoch between
+    entries ends where the next one starts; an epoch older than every entry ends where the
+    first starts (a follower then truncates there, not to -1); a newer one is undefined."""
+    from plog.engine.epoch import LeaderEpochCache
+
+    cache = LeaderEpochCache(tmp_path, persist=False)
+    for epoch, start in ((2, 10), (4, 20), (7, 30)):
+        cache.assign(epoch, start)
+    assert cache.end_offset_for(7, 42) == (7, 42)
+    assert cache.end_offset_for(5, 42) == (4, 30)
+    assert cache.end_offset_for(2, 42) == (2, 20)
+    assert cache.end_offset_for(0, 42) == (0, 10)
+    assert cache.end_offset_for(9, 42) == (-1, -1)
+    assert cache.end_offset_for(-1, 42) == (-1, -1)
