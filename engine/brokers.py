@@ -113,9 +113,10 @@ def stop_broker(dd: DataDir, broker_id: int, *, crash: bool = False, writer: Clu
     change = BrokerChange(broker_id, "crash" if crash else "stop")
     with _controller(dd, writer, timeout_s, clock) as (w, mark):
         with dd.update() as meta:
-            change.events = w.events[mark:] + replication.stop_broker(meta, broker_id, clock(), crash=crash)
+            stopped = replication.stop_broker(meta, broker_id, clock(), crash=crash)
+        change.events = w.events[mark:] + stopped
         lm = w._managers.get(broker_id)
-        w._after_controller(change.events)
+        w._after_controller(stopped)
         if crash and was_running and lm is None:
             # Nobody had it open: a killed broker leaves no clean-shutdown marker.
             from .checkpoint_files import CleanShutdownFile
@@ -139,8 +140,8 @@ def start_broker(dd: DataDir, broker_id: int, *, writer: ClusterWriter | None = 
         with dd.update() as meta:
             started = replication.start_broker(meta, broker_id, clock())
         change.events = w.events[mark:] + started
-        w.events.extend(started)
         w.acquire_all()  # its directory is writable again
+        w._after_controller(started)
         # A restarted follower truncates again before its next fetch (or, in
         # high-watermark mode, right now).
         for tp in _replicas_on(dd, broker_id):
@@ -190,7 +191,7 @@ def elect_preferred_leaders(dd: DataDir, topics=None, *, dry_run: bool = False,
         auto = w.events[mark:]
         with dd.update() as meta:
             elections, events = elect_preferred(meta, tps)
-        w.events.extend(events)
+        w._after_controller(events)
     return elections, auto + events
 
 

@@ -759,6 +759,14 @@ class ClusterWriter:
         for e in events:
             if e.kind == "broker" and e.broker in self._managers and not self.data_dir.broker(e.broker).running:
                 self._drop_manager(e.broker, crash=e.reason.startswith("crashed"))
+        for e in events:
+            # Kafka's makeLeader: the new leader's epoch starts at its LEO in its
+            # leader-epoch-checkpoint now, not at its first append.
+            if e.kind == "leader" and e.leader is not None and e.leader >= 0 and e.leader in self._managers:
+                try:
+                    self.leader_log(e.tp)
+                except EngineError:
+                    pass  # the partition went away or its leader stopped since: nothing to start
 
     def _drop_manager(self, broker_id: int, *, crash: bool) -> None:
         lm = self._managers.pop(broker_id, None)

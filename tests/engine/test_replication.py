@@ -398,3 +398,17 @@ def test_offsets_for_leader_epoch_answers_as_kafka(tmp_path):
     assert cache.end_offset_for(0, 42) == (0, 10)
     assert cache.end_offset_for(9, 42) == (-1, -1)
     assert cache.end_offset_for(-1, 42) == (-1, -1)
+
+
+def test_a_new_leader_starts_its_epoch_in_its_checkpoint_at_election(tmp_path):
+    """Kafka's makeLeader writes (epoch, LEO) to the new leader's leader-epoch-checkpoint at
+    once; events are reported once each."""
+    from plog.engine.checkpoint_files import LeaderEpochCheckpointFile
+
+    dd, w, clock = cluster(tmp_path, (1, 2))
+    w.append(TP, batch(b"a", b"b"), acks=-1)
+    w.flush()
+    change = brokers.stop_broker(dd, 1, writer=w)
+    path = dd.partition_path(TP, 2) / "leader-epoch-checkpoint"
+    assert [(e.epoch, e.start_offset) for e in LeaderEpochCheckpointFile(path).read()] == [(0, 0), (1, 2)]
+    assert len(w.events) == len(change.events) == 2  # broker stopped, leader 1 -> 2

@@ -43,3 +43,28 @@ def small_segment_config(version: str) -> str:
 def java_major_required(version: str) -> int:
     """The oldest Java the broker runs on: 17 for 4.x, 11 for 3.9."""
     return 17 if major(version) >= 4 else 11
+
+
+def once_per_version(build, what: str):
+    """``get(version)`` that runs ``build(version)`` once per version and keeps the result;
+    a failure is kept too, so every later test of that version fails at once naming it
+    (``what``: "serving plog's files", ...) instead of rebuilding a broken scenario."""
+    import pytest
+
+    done: dict = {}
+
+    def get(version: str):
+        if version not in done:
+            try:
+                done[version] = build(version)
+            except (pytest.skip.Exception, pytest.fail.Exception):
+                raise
+            except Exception as e:  # noqa: BLE001
+                done[version] = e
+                raise
+        got = done[version]
+        if isinstance(got, Exception):
+            pytest.fail(f"{what} with Kafka {version} failed earlier: {type(got).__name__}: {got}", pytrace=False)
+        return got
+
+    return get

@@ -44,7 +44,7 @@ from kafka_files import (
     write_offset_checkpoint,
 )
 from kafka_scenarios import _create_topics, consume_all
-from kafka_versions import major, small_segment_config
+from kafka_versions import major, once_per_version, small_segment_config
 from plog_scenarios import TXN_TOPIC, write_plog_scenario
 
 from plog.cli.main import main as plog_main
@@ -273,7 +273,6 @@ def install_plog_files(scenario, log_dir: Path, *, clean: bool) -> None:
 
 @pytest.fixture(scope="session")
 def kafka_served(plog_written, kafka_broker, tmp_path_factory):
-    done: dict[str, ServedRun | Exception] = {}
 
     def build(version: str) -> ServedRun:
         scenario = plog_written
@@ -307,22 +306,7 @@ def kafka_served(plog_written, kafka_broker, tmp_path_factory):
             runs[mode] = run
         return ServedRun(version, template, runs)
 
-    def get(version: str) -> ServedRun:
-        if version not in done:
-            try:
-                done[version] = build(version)
-            except (pytest.skip.Exception, pytest.fail.Exception):
-                raise
-            except Exception as e:  # noqa: BLE001
-                done[version] = e
-                raise
-        got = done[version]
-        if isinstance(got, Exception):
-            pytest.fail(f"serving plog's files with Kafka {version} failed earlier: {type(got).__name__}: {got}",
-                        pytrace=False)
-        return got
-
-    return get
+    return once_per_version(build, "serving plog's files")
 
 
 MODES = ["clean", "recovered"]

@@ -58,7 +58,7 @@ from kafka_files import (
     write_offset_checkpoint,
 )
 from kafka_scenarios import _create_topics, consume_all
-from kafka_versions import small_segment_config
+from kafka_versions import once_per_version, small_segment_config
 
 from plog.engine import brokers as engine_brokers
 from plog.engine.cluster import DataDir
@@ -272,7 +272,6 @@ def install_replicas(r: Replicated, log_dir: Path) -> None:
 
 @pytest.fixture(scope="session")
 def kafka_served_replicas(replicated, kafka_broker, dump_log_segments, tmp_path_factory):
-    done: dict[str, Served | Exception] = {}
     partitions = [(kafka_topic(b), 0) for b in BROKERS]
 
     def build(version: str) -> Served:
@@ -301,22 +300,7 @@ def kafka_served_replicas(replicated, kafka_broker, dump_log_segments, tmp_path_
         dumped = dump_log_segments(version, snapshots)
         return Served(version, log_dir, ends, consumed, end_offsets, served.server_log, dumped)
 
-    def get(version: str) -> Served:
-        if version not in done:
-            try:
-                done[version] = build(version)
-            except (pytest.skip.Exception, pytest.fail.Exception):
-                raise
-            except Exception as e:  # noqa: BLE001
-                done[version] = e
-                raise
-        got = done[version]
-        if isinstance(got, Exception):
-            pytest.fail(f"serving plog's replicas with Kafka {version} failed earlier: {type(got).__name__}: {got}",
-                        pytrace=False)
-        return got
-
-    return get
+    return once_per_version(build, "serving plog's replicas")
 
 
 @pytest.fixture(scope="session")
