@@ -1027,7 +1027,10 @@ class ClusterWriter:
             if lm.log_dirs[0] in brokers:
                 lm.checkpoint_high_watermarks()
         acks, self._acks = self._acks, []
-        for tp, required, isr_size in acks:
+        required_by_tp: dict[TopicPartition, int] = {}
+        for tp, required, _ in acks:  # one check per partition: its last acks=all append
+            required_by_tp[tp] = max(required, required_by_tp.get(tp, 0))
+        for tp, required in required_by_tp.items():
             try:
                 leader, _ = self.leader_log(tp)
             except LeaderNotAvailableError as e:

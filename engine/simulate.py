@@ -994,14 +994,6 @@ class _Runner:
         dd = self.dd
         for tp in self.tps:
             state = dd.partition_state(tp)
-            if state.leader >= 0 and dd.broker(state.leader).running:
-                # A new leader starts its epoch at its log end offset (Kafka's makeLeader);
-                # the writer does it at its first use of the leader: do it now, so the
-                # timeline shows the epoch from the election on.
-                try:
-                    self.w.leader_log(tp)
-                except EngineError:
-                    pass
             reps = []
             for b in dd.replicas(tp):
                 broker = dd.broker(b)
@@ -1018,7 +1010,7 @@ class _Runner:
                         finally:
                             log.close()
                 except EngineError:
-                    pass
+                    pass  # no folder to read (never created): the row shows no offsets
                 reps.append(ReplicaSnapshot(b, broker.state, broker.fenced, broker.running and b in self.w.paused,
                                             state.leader == b, b in state.isr, leo, hw, epoch))
             out.append(PartitionSnapshot(tp, state.leader, state.leader_epoch, tuple(state.isr), tuple(reps)))
