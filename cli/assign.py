@@ -3,18 +3,16 @@ and the preferred leader election for a data directory (engine: ``engine.reassig
 
 from __future__ import annotations
 
-import json
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from .common import data_dir_option, open_data_dir
+from .common import data_dir_option, open_data_dir, quiet_option
 from .exit_codes import ExitCode
 from .main import app
-from .output import ListFormat, emit
+from .output import ListFormat, ReportFormat, emit, emit_document, list_format_option, report_format_option, status
 
 assign_app = typer.Typer(
     help="Move partition replicas between brokers, with Kafka's reassignment JSON "
@@ -29,11 +27,6 @@ app.add_typer(assign_app, name="assign")
 EXIT = "Exit status: 0 success, 1 error (invalid plan, unknown topic or broker), 2 usage error."
 EXIT_CHECK = ("Exit status: 0 success, 1 error (invalid plan, unknown topic), 2 usage error, "
               "3 the command ran and found problems ({what}).")
-
-
-class PlanFormat(str, Enum):
-    text = "text"
-    json = "json"
 
 
 def _read_input(path: str, option: str) -> str:
@@ -55,10 +48,6 @@ def _broker_list(text: str) -> list[int]:
         raise typer.BadParameter(f"expected broker ids like 1,2,3, got {text!r}", param_hint="--broker-list") from None
 
 
-def _json_out(obj) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-
-
 @assign_app.command(
     "generate",
     epilog="Example: plog assign generate --topics-to-move-json-file topics.json --broker-list 3,4\n\n"
@@ -74,7 +63,7 @@ def generate(
     broker_list: str = typer.Option(..., "--broker-list", metavar="IDS",
                                     help="Brokers to place the replicas on, e.g. 1,2,3."),
     disable_rack_aware: bool = typer.Option(False, "--disable-rack-aware", help="Ignore the brokers' racks."),
-    fmt: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f", help="Output format."),
+    fmt: ReportFormat = report_format_option(),
     data_dir: str = data_dir_option(),
 ) -> None:
     """Propose a reassignment of whole topics onto a list of brokers."""
@@ -89,8 +78,8 @@ def generate(
     topics = parse_topics_to_move(_read_input(topics_to_move_json_file, "--topics-to-move-json-file"))
     dd = open_data_dir(data_dir)
     plan = generate_reassignment(dd, topics, brokers, rack_aware=not disable_rack_aware)
-    if fmt is PlanFormat.json:
-        _json_out({"current": reassignment_document(plan.current), "proposed": reassignment_document(plan.proposed)})
+    if fmt is not ReportFormat.text:
+        emit_document(fmt=fmt, doc={"current": reassignment_document(plan.current), "proposed": reassignment_document(plan.proposed)})
         return
     sys.stdout.write(f"Current partition replica assignment\n{format_reassignment_json(plan.current)}\n\n"
                      f"Proposed partition reassignment configuration\n{format_reassignment_json(plan.proposed)}\n")
@@ -112,8 +101,8 @@ def execute(
                                                help="Kafka's reassignment JSON (- for stdin)."),
     timeout: float = typer.Option(30.0, "--timeout", min=0.0,
                                   help="Seconds to wait for the brokers' locks (other writers)."),
-    fmt: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f", help="Output format."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no status lines on stderr."),
+    fmt: ReportFormat = report_format_option(),
+    quiet: bool = quiet_option("No progress bar and no status lines on stderr."),
     data_dir: str = data_dir_option(),
 ) -> None:
     """Move partition replicas as a reassignment plan says."""
@@ -129,7 +118,7 @@ def execute(
     dd = open_data_dir(data_dir)
     targets = validate_plan(dd, plan)
     current = {tp: dd.replicas(tp) for tp in targets}
-    if fmt is PlanFormat.text:
+    if fmt is ReportFormat.text:
         # Before anything moves, as Kafka does: the rollback plan must survive a failure.
         sys.stdout.write(f"Current partition replica assignment\n\n{format_reassignment_json(current)}\n\n"
                          "Save this to use as the --reassignment-json-file option during rollback\n")
@@ -139,8 +128,8 @@ def execute(
         report = execute_reassignment(dd, plan, lock_timeout_s=timeout, progress=progress)
     finally:
         finish()
-    if fmt is PlanFormat.json:
-        _json_out({"current": reassignment_document(report.previous),
+    if fmt is not ReportFormat.text:
+        emit_document(fmt=fmt, doc={"current": reassignment_document(report.previous),
                    "proposed": reassignment_document(targets),
                    "partitions": [{"topic": m.tp.topic, "partition": m.tp.partition, "action": m.action,
                                    "previous": m.previous, "replicas": m.replicas, "source": m.source,
@@ -161,8 +150,8 @@ def execute(
             details.append(f"created empty on {_ids(m.created_empty)} (no replica folder existed)")
         if m.removed_from:
             details.append(f"deleted from {_ids(m.removed_from)}")
-        print(f"{m.tp}: {what}: replicas {_ids(m.previous)} -> {_ids(m.replicas)}"
-              + (f" ({'; '.join(details)})" if details else ""), file=sys.stderr)
+        status(f"{m.tp}: {what}: replicas {_ids(m.previous)} -> {_ids(m.replicas)}"
+              + (f" ({'; '.join(details)})" if details else ""))
     names = ",".join(str(m.tp) for m in sorted(report.moves, key=lambda m: (m.tp.topic, m.tp.partition)))
     print(f"Successfully completed partition reassignment{'' if len(report.moves) == 1 else 's'} for {names}",
           file=sys.stderr)
@@ -181,7 +170,7 @@ def execute(
 def verify(
     reassignment_json_file: str = typer.Option(..., "--reassignment-json-file", metavar="FILE",
                                                help="Kafka's reassignment JSON (- for stdin)."),
-    fmt: PlanFormat = typer.Option(PlanFormat.text, "--format", "-f", help="Output format."),
+    fmt: ReportFormat = report_format_option(),
     data_dir: str = data_dir_option(),
 ) -> None:
     """Check whether a reassignment plan is in place."""
@@ -190,8 +179,8 @@ def verify(
     plan = parse_reassignment_json(_read_input(reassignment_json_file, "--reassignment-json-file"))
     dd = open_data_dir(data_dir)
     report = verify_reassignment(dd, plan)
-    if fmt is PlanFormat.json:
-        _json_out({"complete": report.complete, "partitions": [
+    if fmt is not ReportFormat.text:
+        emit_document(fmt=fmt, doc={"complete": report.complete, "partitions": [
             {"topic": p.tp.topic, "partition": p.tp.partition, "state": p.state, "message": p.message,
              "current": p.current, "target": p.target, "leftovers": p.leftovers, "problems": p.problems,
              "replicas": [{"broker": r.broker, "exists": r.exists, "path": r.path,
@@ -227,7 +216,7 @@ def verify(
 def preferred_leaders(
     topic: Optional[List[str]] = typer.Option(None, "--topic", "-t", help="Topic (repeatable; default: all)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be elected; change nothing."),
-    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
+    fmt: ListFormat = list_format_option(),
     data_dir: str = data_dir_option(),
 ) -> None:
     """Elect each partition's preferred (first) replica leader where it is not."""
@@ -254,7 +243,7 @@ def preferred_leaders(
         print(f"Successfully completed leader election (PREFERRED) for partitions {', '.join(elected)}",
               file=sys.stderr)
     if valid:
-        print(f"Valid replica already elected for partitions {', '.join(valid)}", file=sys.stderr)
+        status(f"Valid replica already elected for partitions {', '.join(valid)}")
     if not all(r["ok"] for r in rows):
         raise typer.Exit(code=ExitCode.PROBLEMS_FOUND)
 
@@ -266,7 +255,7 @@ def preferred_leaders(
            "the partition folders and their bytes in its log directory. Reads only.\n\n" + EXIT,
 )
 def report(
-    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
+    fmt: ListFormat = list_format_option(),
     data_dir: str = data_dir_option(),
 ) -> None:
     """Show leaders, replicas and bytes on disk per broker."""
@@ -286,7 +275,9 @@ def _ids(brokers) -> str:
 def _copy_progress(quiet: bool):
     """A progress callback ``(bytes copied, bytes to copy)`` drawing a bar on stderr, only on
     a TTY; and a function that ends it."""
-    if quiet or not sys.stderr.isatty():
+    from .progress import progress_enabled
+
+    if not progress_enabled(quiet):
         return None, lambda: None
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn

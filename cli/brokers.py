@@ -3,15 +3,13 @@ work when one stops, crashes or starts again (engine: ``engine.brokers``)."""
 
 from __future__ import annotations
 
-import json
 import sys
-from enum import Enum
 
 import typer
 
 from .common import data_dir_option, open_data_dir
 from .main import app
-from .output import ListFormat, emit
+from .output import ListFormat, ReportFormat, emit, emit_document, list_format_option, report_format_option, status
 
 brokers_app = typer.Typer(
     help="List, stop and start the brokers of a data directory: leader elections, ISR changes and "
@@ -26,17 +24,8 @@ app.add_typer(brokers_app, name="brokers")
 EXIT = "Exit status: 0 success, 1 error (unknown broker, locked or unreadable data directory), 2 usage error."
 
 
-class ChangeFormat(str, Enum):
-    text = "text"
-    json = "json"
-
-
 def _tp(tp) -> str:
     return f"{tp.topic}-{tp.partition}"
-
-
-def _json_out(obj) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 @brokers_app.command(
@@ -49,7 +38,7 @@ def _json_out(obj) -> None:
            + EXIT,
 )
 def list_brokers(
-    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
+    fmt: ListFormat = list_format_option(),
     data_dir: str = data_dir_option(),
 ) -> None:
     """List the brokers: state, leaderships, replicas and in-sync replicas."""
@@ -82,7 +71,7 @@ def list_brokers(
 def stop(
     broker_id: int = typer.Argument(..., metavar="ID", help="Broker id."),
     crash: bool = typer.Option(False, "--crash", help="Kill the broker instead of a controlled shutdown."),
-    fmt: ChangeFormat = typer.Option(ChangeFormat.text, "--format", "-f", help="Output format."),
+    fmt: ReportFormat = report_format_option(),
     data_dir: str = data_dir_option(),
 ) -> None:
     """Stop a broker (controlled shutdown) or crash it: leaderships move, ISRs shrink."""
@@ -91,13 +80,13 @@ def stop(
     dd = open_data_dir(data_dir)
     broker = dd.broker(broker_id)  # unknown id: one-line error
     if not broker.running:
-        print(f"broker {broker_id} is already {broker.state}", file=sys.stderr)
+        status(f"broker {broker_id} is already {broker.state}")
         change = BrokerChange(broker_id, "crash" if crash else "stop", offline=offline_partitions(dd))
     else:
         change = stop_broker(dd, broker_id, crash=crash)
     offline = [_tp(tp) for tp in change.offline]
-    if fmt is ChangeFormat.json:
-        _json_out({"broker": change.broker, "action": change.action, "events": [e.to_json() for e in change.events],
+    if fmt is not ReportFormat.text:
+        emit_document(fmt=fmt, doc={"broker": change.broker, "action": change.action, "events": [e.to_json() for e in change.events],
                    "offline": offline})
         return
     for e in change.events:
@@ -111,7 +100,7 @@ def stop(
               + (f"offline partitions: {', '.join(offline)}" if offline else "no partition is offline"),
               file=sys.stderr)
     elif offline:
-        print(f"offline partitions: {', '.join(offline)}", file=sys.stderr)
+        status(f"offline partitions: {', '.join(offline)}")
 
 
 @brokers_app.command(
@@ -128,7 +117,7 @@ def stop(
 )
 def start(
     broker_id: int = typer.Argument(..., metavar="ID", help="Broker id."),
-    fmt: ChangeFormat = typer.Option(ChangeFormat.text, "--format", "-f", help="Output format."),
+    fmt: ReportFormat = report_format_option(),
     data_dir: str = data_dir_option(),
 ) -> None:
     """Start a stopped or crashed broker: elections, truncation, catch-up, ISR expansion."""
@@ -137,14 +126,14 @@ def start(
     dd = open_data_dir(data_dir)
     broker = dd.broker(broker_id)
     if broker.running:
-        print(f"broker {broker_id} is already running", file=sys.stderr)
+        status(f"broker {broker_id} is already running")
         change = BrokerChange(broker_id, "start", offline=offline_partitions(dd))
     else:
         change = start_broker(dd, broker_id)
     offline = [_tp(tp) for tp in change.offline]
     report = change.replication
-    if fmt is ChangeFormat.json:
-        _json_out({"broker": change.broker, "action": change.action,
+    if fmt is not ReportFormat.text:
+        emit_document(fmt=fmt, doc={"broker": change.broker, "action": change.action,
                    "events": [e.to_json() for e in change.events],
                    "catch_ups": [_catch_up_json(c) for c in report.catch_ups],
                    "isr_events": [e.to_json() for e in report.events],
@@ -159,9 +148,9 @@ def start(
     sys.stdout.flush()
     if not broker.running:
         truncated = len(report.truncations)
-        print(f"broker {broker_id} started: {len(report.catch_ups)} replica(s) caught up, {truncated} truncated, "
+        status(f"broker {broker_id} started: {len(report.catch_ups)} replica(s) caught up, {truncated} truncated, "
               f"{report.bytes} bytes fetched"
-              + (f"; offline partitions: {', '.join(offline)}" if offline else ""), file=sys.stderr)
+              + (f"; offline partitions: {', '.join(offline)}" if offline else ""))
 
 
 def _catch_up_line(c) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 VALUE_KINDS = {
     "topic": "topic", "topics": "topic", "names": "topic", "name": "topic",
     "group": "group", "groups": "group",
-    "path": "path", "paths": "path", "files": "file", "scenario": "file", "file": "file",
+    "path": "path", "paths": "path", "files": "path", "files_opt": "file", "scenario": "file", "file": "file",
     "from_file": "file", "reassignment_json_file": "file", "topics_to_move_json_file": "file",
     "server_properties": "file", "output": "file",
     "data_dir": "dir",
@@ -102,11 +102,14 @@ def _choices(annotation) -> tuple[str, ...]:
     return ()
 
 
-def _metavar(p, annotation, choices) -> str:
+def _metavar(p, annotation, choices, is_argument: bool) -> str:
     if p.metavar:
         return p.metavar.strip("[]. ") or p.name.upper()
+    # Named after the option as users type it (--format FORMAT), not the Python name.
+    longest = max(p.opts, key=len) if not is_argument and p.opts else p.name
+    word = longest.lstrip("-").replace("-", "_").upper()
     if choices:
-        return p.name.upper().replace("FMT", "FORMAT")
+        return word
     base = annotation
     if typing.get_origin(annotation) in (list, tuple):
         base = typing.get_args(annotation)[0]
@@ -114,7 +117,7 @@ def _metavar(p, annotation, choices) -> str:
         return "INT"
     if base is float:
         return "FLOAT"
-    return p.name.upper().replace("FMT", "FORMAT")
+    return word
 
 
 def _default(p) -> str | None:
@@ -143,7 +146,7 @@ def _param(p) -> ParamDoc:
         multiple=multiple,
         required=bool(p.required),
         choices=choices,
-        metavar=_metavar(p, annotation, choices),
+        metavar=_metavar(p, annotation, choices, is_argument),
         default=None if is_flag else _default(p),
         envvar=p.envvar if isinstance(p.envvar, str) else None,
         hidden=bool(getattr(p, "hidden", False)),

@@ -20,3 +20,25 @@ def open_data_dir(path: str, *, create: bool = False):
     from plog.engine.cluster import DataDir
 
     return DataDir.open(path, create=create)
+
+
+QUIET_ENV = "PLOG_QUIET"
+VERBOSE_ENV = "PLOG_VERBOSE"
+
+
+def quiet_option(help: str = "No progress bar and no status lines on stderr (also plog --quiet, $PLOG_QUIET)."):
+    # The same flag everywhere; `plog --quiet CMD` sets $PLOG_QUIET before CMD's options are parsed.
+    return typer.Option(False, "--quiet", "-q", envvar=QUIET_ENV, help=help, show_envvar=False)
+
+
+def is_quiet() -> bool:
+    """``plog --quiet`` (or $PLOG_QUIET) for commands without a ``--quiet`` of their own."""
+    import os
+
+    return os.environ.get(QUIET_ENV, "") not in ("", "0", "false")
+
+
+def is_verbose() -> bool:
+    import os
+
+    return os.environ.get(VERBOSE_ENV, "") not in ("", "0", "false")

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import data_dir_option, open_data_dir
+from .common import data_dir_option, open_data_dir, quiet_option
 from .main import app
 
 NAMED_FORMATS = ("text", "jsonl", "json")
@@ -55,7 +55,7 @@ def consume(
     commit: bool = typer.Option(True, "--commit/--no-commit", help="With --group: commit offsets (auto-commit)."),
     strategy: Optional[List[str]] = typer.Option(None, "--assignment-strategy",
                                                  help="range, roundrobin, sticky, cooperative-sticky."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
+    quiet: bool = quiet_option("No summary on stderr."),
     data_dir: str = data_dir_option(),
 ) -> None:
     """Consume records: from offsets, times or a group's committed position; follow or exit at the end."""

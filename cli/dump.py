@@ -10,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from .errors import PlogCliError
+from .output import ReportFormat
 from .exit_codes import ExitCode
 from .main import app
 
@@ -94,17 +95,16 @@ def dump(
         None, "--value-decoder", "--value-decoder-class", metavar="DECODER",
         help="Value decoder: string (default), hex, base64, json, int, long, or a Kafka decoder class name (implies --print-data-log).",
     ),
-    output_format: str = typer.Option("text", "--format", help="text (Kafka's output) or jsonl (one JSON object per batch, record, entry)."),
+    output_format: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", case_sensitive=False,
+                                      help="text (Kafka's output), jsonl (one JSON object per file header, batch, "
+                                           "record or entry) or json (the same objects as one array)."),
     kafka_version: int = typer.Option(4, "--kafka-version", help="Reproduce the text of Kafka 4.x (4) or 3.3-3.9 (3)."),
 ) -> None:
     """Print the contents of Kafka segment, index, snapshot and checkpoint files, exactly as
     Kafka's kafka-dump-log.sh (DumpLogSegments) prints them."""
-    from plog.engine.dump import DumpOptions, DumpRun
+    from plog.engine.dump import DumpOptions
     from plog.engine.dump_decoders import DecoderError, deprecated_decoder_notices, resolve_decoder_name
-    from plog.formats.errors import FormatError
 
-    if output_format not in ("text", "jsonl"):
-        raise PlogCliError(f"--format must be text or jsonl, not {output_format!r}", exit_code=ExitCode.USAGE)
     if kafka_version not in (3, 4):
         raise PlogCliError(f"--kafka-version must be 3 or 4, not {kafka_version}", exit_code=ExitCode.USAGE)
     chosen = [name for name, on in (("offsets", offsets_decoder), ("transaction-log", transaction_log_decoder),
@@ -137,18 +137,39 @@ def dump(
         key_decoder=key_name,
         value_decoder=value_name,
         kafka_version=kafka_version,
-        format=output_format,
+        format="text" if output_format is ReportFormat.text else "jsonl",
         decoder_notices=deprecated_decoder_notices(key_decoder, value_decoder),
     )
     write = sys.stdout.write
+    array = output_format is ReportFormat.json
+    separator = ["["]  # json: the jsonl objects as the elements of one streamed array
 
     def out(line: str) -> None:
-        write(line + "\n")
+        if array:
+            write(separator[0] + line)
+            separator[0] = ",\n"
+        else:
+            write(line + "\n")
 
     def err(line: str) -> None:
         sys.stdout.flush()
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
+
+    try:
+        run = _dump_all(paths, options, out, err, write)
+    finally:
+        if array:
+            # Closed even after an error, so what was written is still one JSON document.
+            write("[]\n" if separator[0] == "[" else "\n]\n")
+    sys.stdout.flush()
+    if run.problems and (verify_index_only or index_sanity_check):
+        raise typer.Exit(code=ExitCode.PROBLEMS_FOUND)
+
+
+def _dump_all(paths, options, out, err, write):
+    from plog.engine.dump import DumpRun
+    from plog.formats.errors import FormatError
 
     with _progress(paths) as progress:
         run = DumpRun(options, out, err, progress)
@@ -167,9 +188,7 @@ def dump(
                     sys.stdout.flush()
                 raise
         run.finish()
-    sys.stdout.flush()
-    if run.problems and (verify_index_only or index_sanity_check):
-        raise typer.Exit(code=ExitCode.PROBLEMS_FOUND)
+    return run
 
 
 class _progress:
@@ -178,7 +197,9 @@ class _progress:
     def __init__(self, paths: list[str]):
         self.total = 0
         self.bar = None
-        if not sys.stderr.isatty() or os.environ.get("PLOG_NO_PROGRESS"):
+        from .progress import progress_enabled
+
+        if not progress_enabled():
             return
         for p in paths:
             if p.endswith((".log", ".checkpoint")) and os.path.isfile(p):

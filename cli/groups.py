@@ -12,9 +12,9 @@ from typing import List, Optional
 
 import typer
 
-from .common import data_dir_option, open_data_dir
+from .common import data_dir_option, open_data_dir, quiet_option
 from .main import app
-from .output import ListFormat, emit
+from .output import ListFormat, emit, list_format_option, status
 
 groups_app = typer.Typer(
     help="List, describe, reset the offsets of, and delete consumer groups (kafka-consumer-groups.sh).\n\n"
@@ -40,7 +40,7 @@ STATES = ("Empty", "Stable", "PreparingRebalance", "Dead", "Unknown")
 
 def _note(quiet: bool, text: str) -> None:
     if not quiet:
-        print(text, file=sys.stderr)
+        status(text)
 
 
 # -- list ----------------------------------------------------------------------------------------
@@ -57,7 +57,7 @@ def _note(quiet: bool, text: str) -> None:
 )
 def list_cmd(
     state: Optional[str] = typer.Option(None, "--state", help="Only groups in these states (comma-separated)."),
-    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
+    fmt: ListFormat = list_format_option(),
     data_dir: str = data_dir_option(),
 ) -> None:
     """List consumer groups with their state, protocol and member count."""
@@ -106,8 +106,8 @@ def describe(
     members: bool = typer.Option(False, "--members", help="List the members instead of the partitions."),
     state: bool = typer.Option(False, "--state", help="Show the group's state instead of the partitions."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="More columns (leader epoch; assignments)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr (empty or rebalancing group)."),
-    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
+    quiet: bool = quiet_option("No notes on stderr (empty or rebalancing group)."),
+    fmt: ListFormat = list_format_option(),
     data_dir: str = data_dir_option(),
 ) -> None:
     """Describe consumer groups: committed offsets, log end offsets and lag per partition."""
@@ -217,7 +217,7 @@ def reset_offsets(
     dry_run: bool = typer.Option(False, "--dry-run", help="Only print the plan (the default)."),
     execute: bool = typer.Option(False, "--execute", help="Commit the plan."),
     export: bool = typer.Option(False, "--export", help="Print the plan as CSV (topic,partition,offset)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
+    quiet: bool = quiet_option("No summary on stderr."),
     fmt: Optional[ListFormat] = typer.Option(None, "--format", "-f", help="Output format (default table)."),
     data_dir: str = data_dir_option(),
 ) -> None:
@@ -325,10 +325,10 @@ def delete(
     result = delete_groups(dd, groups)
     names = ", ".join(f"'{g}'" for g in result.deleted)
     if not result.failed:
-        print(f"Deletion of requested consumer groups ({names}) was successful.", file=sys.stderr)
+        status(f"Deletion of requested consumer groups ({names}) was successful.")
         return
     for reason in result.failed.values():
         print(f"plog: error: {reason}", file=sys.stderr)
     if result.deleted:
-        print(f"These consumer groups were deleted successfully: {names}", file=sys.stderr)
+        status(f"These consumer groups were deleted successfully: {names}")
     raise typer.Exit(1)

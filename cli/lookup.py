@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from enum import Enum
 from typing import Optional
 
 import typer
 
 from .errors import PlogCliError
+from .output import ReportFormat, emit_document, report_format_option
 from .main import app
-
-
-class LookupFormat(str, Enum):
-    text = "text"
-    json = "json"
 
 
 @app.command(
@@ -36,7 +30,7 @@ def lookup(
     topic: Optional[str] = typer.Option(None, "--topic", help="Topic, when PATH is a log or data directory."),
     partition: Optional[int] = typer.Option(None, "--partition", "-p", help="Partition, when PATH is a log or data directory."),
     explain: bool = typer.Option(False, "--explain", help="Print each step: segment choice, index entries probed, batches read."),
-    fmt: LookupFormat = typer.Option(LookupFormat.text, "--format", "-f", help="Output format."),
+    fmt: ReportFormat = report_format_option(),
 ) -> None:
     """Find where an offset or a timestamp lives in a Kafka partition, with Kafka's own
     algorithm: the segment, the index entry, the file position and the batch header."""
@@ -63,8 +57,8 @@ def lookup(
     except (EngineError, NotAKafkaPathError) as e:
         raise PlogCliError(str(e)) from e
     out = sys.stdout
-    if fmt is LookupFormat.json:
-        out.write(json.dumps(to_json(result, offset if timestamp is None else timestamp), indent=2) + "\n")
+    if fmt is not ReportFormat.text:
+        emit_document(to_json(result, offset if timestamp is None else timestamp), fmt)
     else:
         out.write("\n".join(render_text(result, explain)) + "\n")
     out.flush()

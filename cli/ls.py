@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import csv
-import json
 import sys
-from enum import Enum
 from typing import Optional
 
 import typer
 
+from .common import quiet_option
+from .output import ListFormat, emit, emit_document, list_format_option, use_color
+
 from .errors import PlogCliError
 from .main import app
-
-
-class LsFormat(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
 
 
 @app.command(
@@ -32,11 +26,11 @@ class LsFormat(str, Enum):
 )
 def ls(
     path: str = typer.Argument(..., metavar="PATH", help="Data directory, log directory, partition folder or segment file."),
-    fmt: LsFormat = typer.Option(LsFormat.table, "--format", "-f", help="Output format."),
+    fmt: ListFormat = list_format_option(),
     segments: bool = typer.Option(False, "--segments", "-s", help="Also list every segment."),
     quick: bool = typer.Option(False, "--quick", help="Skip the header walk of all but the last segment."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Only this topic's partitions."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+    quiet: bool = quiet_option("No progress on stderr."),
 ) -> None:
     """List the topics, partitions and segments of Kafka log directories: offsets, sizes,
     time ranges, codecs, checkpoints, and whether the broker shut down cleanly."""
@@ -44,18 +38,21 @@ def ls(
     from plog.engine.errors import EngineError
     from plog.engine.inventory import inventory
 
-    status = _Progress(enabled=not quiet and sys.stderr.isatty())
+    from .progress import progress_enabled
+
+    status = _Progress(enabled=progress_enabled(quiet))
     try:
         with status:
             dirs = inventory(path, quick=quick, topic=topic, progress=status.update)
     except (EngineError, NotAKafkaPathError) as e:
         raise PlogCliError(str(e)) from e
-    if fmt is LsFormat.json:
-        sys.stdout.write(json.dumps(to_json(dirs, segments), indent=2) + "\n")
-    elif fmt is LsFormat.csv:
-        write_csv(dirs, segments, sys.stdout)
-    else:
+    if fmt is ListFormat.json:
+        # The whole picture: log dirs (shutdown state, checkpoints) holding their partitions.
+        emit_document(to_json(dirs, segments), fmt)
+    elif fmt is ListFormat.table:
         render_table(dirs, segments)
+    else:
+        emit(flat_rows(dirs, segments), fmt, SEGMENT_COLUMNS if segments else PARTITION_COLUMNS)
     sys.stdout.flush()
 
 
@@ -154,27 +151,29 @@ SEGMENT_COLUMNS = ["log_dir", "partition", "base_offset", "size_bytes", "batches
                    "next_offset", "min_timestamp", "max_timestamp", "codecs", "index_entries", "timeindex_entries"]
 
 
-def write_csv(dirs, segments: bool, out) -> None:
-    """One row per partition, or with ``segments`` one row per segment."""
-    w = csv.writer(out, lineterminator="\n")
-    if segments:
-        w.writerow(SEGMENT_COLUMNS)
-        for d in dirs:
-            for p in d.partitions:
-                for s in p.segments:
-                    w.writerow([d.path, p.name, s.base_offset, s.size_bytes, _opt(s.batches), _opt(s.records),
-                                _opt(s.first_offset), _opt(s.next_offset), _opt(s.min_timestamp),
-                                _opt(s.max_timestamp), _codecs(s.codecs), _opt(s.index_entries),
-                                _opt(s.timeindex_entries)])
-        return
-    w.writerow(PARTITION_COLUMNS)
+def flat_rows(dirs, segments: bool) -> list[dict]:
+    """One row per partition, or with ``segments`` one row per segment; the keys are
+    PARTITION_COLUMNS / SEGMENT_COLUMNS, None where a value is unknown (--quick)."""
+    rows = []
     for d in dirs:
         for p in d.partitions:
-            w.writerow([d.path, p.name, _opt(p.topic), _opt(p.partition), p.kind, p.segment_count, p.size_bytes,
-                        _opt(p.log_start_offset), _opt(p.log_end_offset), _opt(p.high_watermark),
-                        _opt(p.recovery_point), _opt(p.batches), _opt(p.records), _opt(p.min_timestamp),
-                        _opt(p.max_timestamp), _codecs(p.codecs, p.codecs_sampled), _opt(p.leader_epoch),
-                        _opt(p.topic_id), " | ".join(p.problems)])
+            if segments:
+                rows.extend({"log_dir": d.path, "partition": p.name, "base_offset": s.base_offset,
+                             "size_bytes": s.size_bytes, "batches": s.batches, "records": s.records,
+                             "first_offset": s.first_offset, "next_offset": s.next_offset,
+                             "min_timestamp": s.min_timestamp, "max_timestamp": s.max_timestamp,
+                             "codecs": _codecs(s.codecs), "index_entries": s.index_entries,
+                             "timeindex_entries": s.timeindex_entries} for s in p.segments)
+                continue
+            rows.append({"log_dir": d.path, "partition": p.name, "topic": p.topic, "partition_id": p.partition,
+                         "kind": p.kind, "segments": p.segment_count, "size_bytes": p.size_bytes,
+                         "log_start_offset": p.log_start_offset, "log_end_offset": p.log_end_offset,
+                         "high_watermark": p.high_watermark, "recovery_point": p.recovery_point,
+                         "batches": p.batches, "records": p.records, "min_timestamp": p.min_timestamp,
+                         "max_timestamp": p.max_timestamp, "codecs": _codecs(p.codecs, p.codecs_sampled),
+                         "leader_epoch": p.leader_epoch, "topic_id": p.topic_id,
+                         "problems": " | ".join(p.problems)})
+    return rows
 
 
 # -- table -------------------------------------------------------------------------------
@@ -185,14 +184,14 @@ def render_table(dirs, segments: bool, console=None) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    if console is None and not sys.stdout.isatty():
-        # A pipe or a file: render wide, without colour, and drop Rich's cell padding at
-        # line ends so the text diffs and greps cleanly.
+    if console is None and not use_color(sys.stdout):
+        # A pipe, a file or NO_COLOR: render at any width (never truncate a cell), without
+        # styles, and drop Rich's cell padding at line ends so the text diffs and greps cleanly.
         import io
 
         buf = io.StringIO()
-        render_table(dirs, segments, Console(file=buf, width=250, soft_wrap=False, highlight=False,
-                                             color_system=None))
+        render_table(dirs, segments, Console(file=buf, width=10_000, soft_wrap=False, highlight=False,
+                                             color_system=None, no_color=True, emoji=False))
         sys.stdout.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
         return
     if console is None:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+
+_STARTED = time.monotonic()
 
 import typer
 
@@ -43,13 +46,26 @@ def _version(value: bool) -> None:
 def root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
     debug: bool = typer.Option(False, "--debug", envvar="PLOG_DEBUG", help="Show a traceback on errors."),
+    quiet: bool = typer.Option(False, "--quiet", "-q",
+                               help="No progress bars and no status lines on stderr, for every command ($PLOG_QUIET)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="At the end, the command's wall time, CPU time and peak memory on stderr."),
+    no_color: bool = typer.Option(False, "--no-color", help="No colour or styles, even on a terminal (as NO_COLOR=1)."),
 ) -> None:
+    # Environment variables, not globals: the commands' own options read them (envvar=) and
+    # worker processes inherit them.
     if debug:
         os.environ["PLOG_DEBUG"] = "1"
+    if quiet:
+        os.environ["PLOG_QUIET"] = "1"
+    if verbose:
+        os.environ["PLOG_VERBOSE"] = "1"
+    if no_color:
+        os.environ["NO_COLOR"] = "1"
 
 
 # Command modules register themselves on import.
-from . import assign, brokers, consume, dump, groups, lookup, ls, maintain, produce, recover, scan, simulate, topics, verify  # noqa: E402,F401  (each registers its command)
+from . import assign, brokers, completions, consume, dump, groups, lookup, ls, maintain, produce, recover, scan, simulate, topics, verify  # noqa: E402,F401  (each registers its command)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,6 +77,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from .errors import PlogCliError
 
+    import atexit
+
+    atexit.register(_verbose_summary, argv if argv is not None else sys.argv[1:])
     try:
         # Without standalone mode Click returns (not raises) the code of a typer.Exit.
         code = app(args=argv, prog_name="plog", standalone_mode=False)
@@ -93,6 +112,25 @@ def main(argv: list[str] | None = None) -> None:
         print(f"plog: internal error: {type(e).__name__}: {_one_line(e)} (run with --debug for a traceback)",
               file=sys.stderr)
         sys.exit(ExitCode.ERROR)
+
+
+def _verbose_summary(argv: list[str]) -> None:
+    """``plog --verbose``: what the run cost, on stderr, however it ended."""
+    if not os.environ.get("PLOG_VERBOSE"):
+        return
+    import resource
+    import time
+
+    words = [a for a in argv if not a.startswith("-")][:2]
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    wall = time.monotonic() - _STARTED
+    rss_mib = max(me.ru_maxrss, kids.ru_maxrss) / 1024  # Linux: KiB
+    try:
+        print(f"plog {' '.join(words)}: {wall:.2f} s wall, {cpu:.2f} s CPU, peak RSS {rss_mib:.0f} MiB",
+              file=sys.stderr)
+    except (OSError, ValueError):
+        pass
 
 
 def _click_exception():

@@ -3,8 +3,6 @@ cleaner, run offline on a stopped broker's log directory or on plog's data direc
 
 from __future__ import annotations
 
-import enum
-import json
 import os
 import sys
 from typing import List, Optional
@@ -12,15 +10,12 @@ from typing import List, Optional
 import typer
 
 from .common import DEFAULT_DATA_DIR
+from .common import quiet_option as _quiet_option
+from .output import ReportFormat, emit_document, report_format_option
 from .errors import PlogCliError
 from .main import app
 
 DATA_DIR_ENV = "PLOG_DATA_DIR"
-
-
-class ReportFormat(str, enum.Enum):
-    text = "text"
-    json = "json"
 
 
 PATH_HELP = ("A segment file, partition folder, Kafka log directory or data directory "
@@ -80,8 +75,8 @@ def _run(operation, path, options, fmt: ReportFormat, explain: bool, quiet: bool
         report = runner(resolve_path(path), options, progress)
     finally:
         finish()
-    if fmt is ReportFormat.json:
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    if fmt is not ReportFormat.text:
+        emit_document(report.to_dict(), fmt)
     else:
         sys.stdout.write("".join(line + "\n" for line in render_text(report, explain=explain, verbose=explain)))
     sys.stdout.flush()
@@ -148,12 +143,11 @@ def _now_option():
 
 
 def format_option():
-    return typer.Option(ReportFormat.text, "--format", "-f", case_sensitive=False,
-                        help="text or json (the whole plan or report).")
+    return report_format_option()
 
 
 def quiet_option():
-    return typer.Option(False, "--quiet", "-q", help="No summary on stderr, no progress bar.")
+    return _quiet_option("No summary on stderr, no progress bar.")
 
 
 @app.command(

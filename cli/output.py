@@ -1,13 +1,21 @@
-"""One way to print listings and reports: ``--format table|text|json|jsonl|csv``.
+"""One way to print listings and reports, for every command.
 
-Data goes to stdout only; the table is Rich's, plain (no colour, no box-drawing styles)
-when stdout is not a terminal or ``NO_COLOR`` is set. JSON field names are the row keys,
-the same across commands.
+Listings (rows of the same columns) take ``--format table|text|json|jsonl|csv``:
+``table`` aligned columns with a header (the default), ``text`` the same cells
+tab-separated without a header and ``-`` for an empty cell (for ``cut``/``awk``),
+``json`` one array, ``jsonl`` one object per line, ``csv`` with a header row. Reports (one
+document: a plan, a recovery report) take ``--format text|json|jsonl``: ``jsonl`` is the
+same document as ``json`` on a single line, so runs append to a log file line by line.
+
+Invariants: data goes to stdout only; JSON field names are the row keys, the same
+snake_case names across commands; JSON is UTF-8 text (byte fields are encoded by the
+commands that have them, never written raw); colour only when :func:`use_color` says so.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import sys
@@ -17,9 +25,54 @@ from typing import Any, Sequence
 
 class ListFormat(str, Enum):
     table = "table"
+    text = "text"
     json = "json"
     jsonl = "jsonl"
     csv = "csv"
+
+
+class ReportFormat(str, Enum):
+    text = "text"
+    json = "json"
+    jsonl = "jsonl"
+
+
+LIST_FORMAT_HELP = ("Output format: table (aligned, with a header), text (tab-separated, no header, "
+                    "for cut/awk), json, jsonl (one object per line) or csv.")
+REPORT_FORMAT_HELP = "Output format: text (for people), json, or jsonl (the JSON document on one line)."
+
+
+def list_format_option(default: ListFormat = ListFormat.table):
+    import typer
+
+    return typer.Option(default, "--format", "-f", case_sensitive=False, help=LIST_FORMAT_HELP)
+
+
+def report_format_option(default: ReportFormat = ReportFormat.text):
+    import typer
+
+    return typer.Option(default, "--format", "-f", case_sensitive=False, help=REPORT_FORMAT_HELP)
+
+
+def use_color(stream) -> bool:
+    """Colour (and other terminal styling) only on a terminal, never with ``NO_COLOR`` set
+    (present is enough, as no-color.org first said), ``--no-color`` or ``TERM=dumb``."""
+    if os.environ.get("NO_COLOR") is not None or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def emit_document(doc: Any, fmt: ReportFormat, *, out=None) -> None:
+    """A report's JSON document: indented for ``json``, one line for ``jsonl``."""
+    out = out or sys.stdout
+    if fmt is ReportFormat.jsonl or fmt is ListFormat.jsonl:
+        out.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
+    else:
+        out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    out.flush()
 
 
 def _cell(value: Any) -> str:
@@ -34,6 +87,15 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+_CONTROL = {c: " " for c in range(32)} | {127: " "}
+
+
+def _text_cell(value: Any) -> str:
+    # One field per column whatever the value holds: a tab or a newline would split it,
+    # other control characters would reach the terminal.
+    return _cell(value).translate(_CONTROL) or "-"
+
+
 def emit(rows: Sequence[dict], fmt: ListFormat, columns: Sequence[str], *, out=None,
          titles: dict[str, str] | None = None, right: Sequence[str] = ()) -> None:
     """Print ``rows`` (dicts with at least ``columns``) in ``fmt``."""
@@ -43,6 +105,9 @@ def emit(rows: Sequence[dict], fmt: ListFormat, columns: Sequence[str], *, out=N
     elif fmt is ListFormat.jsonl:
         for row in rows:
             out.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+    elif fmt is ListFormat.text:
+        for row in rows:
+            out.write("\t".join(_text_cell(row.get(c)) for c in columns) + "\n")
     elif fmt is ListFormat.csv:
         w = csv.writer(out, lineterminator="\n")
         w.writerow(columns)
@@ -58,15 +123,20 @@ def render_table(rows, columns, *, out=None, titles=None, right=()) -> None:
     from rich.table import Table
 
     out = out or sys.stdout
-    tty = out.isatty() and not os.environ.get("NO_COLOR")
-    console = Console(file=out, width=None if tty else 10_000, no_color=not tty, highlight=False,
-                      soft_wrap=False, color_system="auto" if tty else None, force_terminal=tty)
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold" if tty else "")
+    color = use_color(out)
+    buf = io.StringIO()
+    # Rendered off-screen at any width (no wrapping, no truncation: a pipe has no width),
+    # then written without the padding Rich leaves at the end of each line.
+    console = Console(file=buf, width=10_000, no_color=not color, highlight=False, soft_wrap=False,
+                      color_system="standard" if color else None, force_terminal=color, emoji=False,
+                      markup=False)
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold" if color else "")
     for c in columns:
         table.add_column((titles or {}).get(c, c.upper()), justify="right" if c in right else "left", no_wrap=True)
     for row in rows:
-        table.add_row(*(_cell(row.get(c)) for c in columns))
+        table.add_row(*(_cell(row.get(c)).translate(_CONTROL) for c in columns))
     console.print(table)
+    out.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
 
 
 def parse_key_values(items: Sequence[str] | None, what: str = "--config") -> dict[str, str]:
@@ -83,3 +153,11 @@ def parse_key_values(items: Sequence[str] | None, what: str = "--config") -> dic
                 raise typer.BadParameter(f"empty key in {part!r}", param_hint=what)
             out[k.strip()] = v
     return out
+
+
+def status(message: str) -> None:
+    """A status line for people (what was done), on stderr; silent under ``--quiet``."""
+    from .common import is_quiet
+
+    if not is_quiet():
+        print(message, file=sys.stderr)

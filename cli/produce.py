@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import data_dir_option, open_data_dir
+from .common import data_dir_option, open_data_dir, quiet_option
 from .errors import PlogCliError
 from .main import app
 from .output import parse_key_values
@@ -89,7 +89,7 @@ def produce(
     idempotence: bool = typer.Option(True, "--idempotence/--no-idempotence",
                                      help="Producer id and sequence numbers (Kafka's default)."),
     create: bool = typer.Option(True, "--create/--no-create", help="Create a missing topic (1 partition)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
+    quiet: bool = quiet_option("No summary on stderr."),
     data_dir: str = data_dir_option(),
 ) -> None:
     """Produce records from stdin or a file: lines (with keys and headers) or binary-safe jsonl."""

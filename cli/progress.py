@@ -1,17 +1,31 @@
-"""A Rich progress bar over bytes on stderr, shown only on a terminal (and never with
-``--quiet``, ``NO_COLOR`` keeps it monochrome)."""
+"""Progress on stderr, shown only on a terminal (never with ``--quiet``); ``NO_COLOR``
+keeps it monochrome. Every command's bar or spinner asks :func:`progress_enabled`."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+
+
+def progress_enabled(quiet: bool = False) -> bool:
+    """Progress bars and spinners go to stderr, and only to a terminal: never with
+    ``--quiet`` (the command's or ``plog --quiet``), ``PLOG_NO_PROGRESS`` or ``TERM=dumb``."""
+    from .common import is_quiet
+
+    if quiet or is_quiet() or os.environ.get("PLOG_NO_PROGRESS") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def byte_progress(label: str, total: int | None, quiet: bool, *, unknown_total: bool = False):
     """``(advance(nbytes) or None, finish())``: no bar when quiet, not a TTY or nothing to do.
     ``unknown_total``: the amount of work is not known up front (a pulsing bar with the
     bytes done and the speed)."""
-    if quiet or not sys.stderr.isatty() or (not unknown_total and (not total or total <= 0)):
+    if not progress_enabled(quiet) or (not unknown_total and (not total or total <= 0)):
         return None, lambda: None
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Optional
@@ -12,7 +11,8 @@ import typer
 from .errors import PlogCliError
 from .exit_codes import ExitCode
 from .main import app
-from .maintain import PATH_HELP, ReportFormat, format_option, quiet_option, resolve_path
+from .maintain import PATH_HELP, format_option, quiet_option, resolve_path
+from .output import ReportFormat, emit_document
 
 
 @app.command(
@@ -76,8 +76,8 @@ def recover(
 
 
 def _print(obj, fmt: ReportFormat) -> None:
-    if fmt is ReportFormat.json:
-        sys.stdout.write(json.dumps(obj.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    if fmt is not ReportFormat.text:
+        emit_document(obj.to_dict(), fmt)
     else:
         lines = plan_lines(obj) if hasattr(obj, "has_work") else report_lines(obj)
         sys.stdout.write("".join(line + "\n" for line in lines))

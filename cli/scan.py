@@ -11,6 +11,8 @@ from typing import List, Optional
 
 import typer
 
+from .common import quiet_option
+
 from .errors import PlogCliError
 from .exit_codes import ExitCode
 from .main import app
@@ -169,7 +171,7 @@ def scan(
                                    help="stats, sql, verify: table (verify: its text lines), json, jsonl or csv."),
     max_findings: int = typer.Option(100, "--max-findings", min=0,
                                      help="verify: at most this many findings of one check per file (0: all)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary line and no progress bar."),
+    quiet: bool = quiet_option("No summary line and no progress bar."),
 ) -> None:
     """Scan whole Kafka log directories: statistics, record search, verification or SQL,
     split into byte-range work units run in local processes or on Apache Spark."""
@@ -288,7 +290,9 @@ def _task_progress(spark, quiet: bool):
     """Spark's job progress (tasks done of tasks) as a bar on stderr, on a terminal only."""
     import contextlib
 
-    if quiet or not sys.stderr.isatty():
+    from .progress import progress_enabled
+
+    if not progress_enabled(quiet):
         return contextlib.nullcontext()
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -519,15 +523,16 @@ def _sql(paths, plan, flt, query, master, conf, unit_bytes, fmt: ListFormat) -> 
 def _verify(paths, use_spark, master, conf, jobs, fmt: ListFormat, max_findings: int, quiet: bool) -> int:
     from plog.engine.verify import VerifyOptions, VerifyStats, plan, planned_bytes, verify_paths
 
-    from .verify import VerifyFormat, _writer
+    from .output import ReportFormat
+    from .verify import _writer
 
     if fmt in (ListFormat.csv, ListFormat.json):
-        raise typer.BadParameter("verify prints findings as text lines (--format table) or jsonl",
+        raise typer.BadParameter("verify prints findings as text lines (--format table or text) or jsonl",
                                  param_hint="--format")
     options = VerifyOptions(max_findings_per_check=max_findings)
     tasks = plan(paths, options)
     stats = VerifyStats()
-    write = _writer(VerifyFormat.jsonl if fmt is ListFormat.jsonl else VerifyFormat.text)
+    write = _writer(ReportFormat.jsonl if fmt is ListFormat.jsonl else ReportFormat.text)
     if use_spark:
         from plog.spark_tasks import jobs as spark_jobs
 

@@ -13,12 +13,8 @@ import typer
 
 from .errors import PlogCliError
 from .exit_codes import ExitCode
+from .output import ReportFormat, emit_document, status
 from .main import app
-
-
-class SimulateFormat(str, Enum):
-    text = "text"
-    json = "json"
 
 
 class Truncation(str, Enum):
@@ -68,12 +64,13 @@ def simulate(
     keep: bool = typer.Option(False, "--keep", help="Keep the temporary data directory (its path goes to stderr)."),
     truncation: Optional[Truncation] = typer.Option(None, "--truncation",
                                                     help="Override the scenario's truncation mode, to compare."),
-    fmt: SimulateFormat = typer.Option(SimulateFormat.text, "--format", "-f",
-                                       help="text: the timeline; json: the whole report as one document."),
+    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", case_sensitive=False,
+                                     help="text: the timeline; json: the whole report as one document; "
+                                          "jsonl: the same on one line."),
 ) -> None:
     """Run a replication scenario (produce, fetch, crash, start, elections, expectations) and
     print the timeline of log end offsets and high watermarks per replica."""
-    from plog.engine.simulate import ScenarioError, load_scenario, report_json, run_scenario
+    from plog.engine.simulate import ScenarioError, load_scenario, run_scenario
 
     if scenario == "-":
         sc = load_scenario(sys.stdin.read())
@@ -93,7 +90,7 @@ def simulate(
         temporary = True
 
     on_step = None
-    if fmt is SimulateFormat.text:
+    if fmt is ReportFormat.text:
         print(_header(sc, truncation.value if truncation else sc.truncation))
         on_step = _print_step
     try:
@@ -102,12 +99,12 @@ def simulate(
         if temporary and not keep:
             shutil.rmtree(target, ignore_errors=True)
     if temporary and keep:
-        print(f"data directory kept at {target}", file=sys.stderr)
+        status(f"data directory kept at {target}")
     elif temporary:
         report.data_dir = None  # removed
 
-    if fmt is SimulateFormat.json:
-        sys.stdout.write(report_json(report) + "\n")
+    if fmt is not ReportFormat.text:
+        emit_document(report.to_json(), fmt)
     else:
         for line in _trailer(report):
             print(line)
@@ -118,7 +115,7 @@ def simulate(
         n = len(report.failures)
         print(f"{n} expectation{'s' if n != 1 else ''} failed", file=sys.stderr)
         raise typer.Exit(ExitCode.PROBLEMS_FOUND)
-    print(f"{len(report.steps)} steps, every expectation held", file=sys.stderr)
+    status(f"{len(report.steps)} steps, every expectation held")
 
 
 # -- the timeline --------------------------------------------------------------------------------

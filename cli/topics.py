@@ -9,7 +9,7 @@ import typer
 
 from .common import data_dir_option, open_data_dir
 from .main import app
-from .output import ListFormat, emit, parse_key_values
+from .output import ListFormat, emit, list_format_option, parse_key_values, status
 
 topics_app = typer.Typer(
     help="Create, list, describe, alter and delete topics of a data directory.\n\n"
@@ -86,10 +86,10 @@ def create(
     topic = dd.create_topic(name, partitions, replication_factor, configs=configs,
                             replica_assignment=assignment, if_not_exists=if_not_exists)
     if topic is None:
-        print(f"Topic {name} already exists.", file=sys.stderr)
+        status(f"Topic {name} already exists.")
     else:
-        print(f"Created topic {name} with {topic.partitions} partition(s), replication factor "
-              f"{topic.replication_factor}.", file=sys.stderr)
+        status(f"Created topic {name} with {topic.partitions} partition(s), replication factor "
+              f"{topic.replication_factor}.")
 
 
 @topics_app.command(
@@ -98,7 +98,7 @@ def create(
            "non-default configs; internal topics (__consumer_offsets) only with --internal.\n\n" + EXIT,
 )
 def list_topics(
-    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
+    fmt: ListFormat = list_format_option(),
     internal: bool = typer.Option(False, "--internal", help="Include internal topics."),
     data_dir: str = data_dir_option(),
 ) -> None:
@@ -130,7 +130,7 @@ def list_topics(
 )
 def describe(
     names: Optional[List[str]] = typer.Argument(None, metavar="[TOPIC]...", help="Topics (default: all)."),
-    fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", help="Output format."),
+    fmt: ListFormat = list_format_option(),
     under_replicated: bool = typer.Option(False, "--under-replicated-partitions",
                                           help="Only partitions whose ISR is smaller than their replica list."),
     unavailable: bool = typer.Option(False, "--unavailable-partitions", help="Only partitions with no leader."),
@@ -194,8 +194,8 @@ def alter(
     dd = open_data_dir(data_dir)
     topic = dd.alter_topic(name, partitions=partitions, set_configs=parse_key_values(config),
                            delete_configs=delete_config)
-    print(f"Altered topic {name}: {topic.partitions} partition(s), configs "
-          f"{', '.join(f'{k}={v}' for k, v in sorted(topic.configs.items())) or '(defaults)'}.", file=sys.stderr)
+    status(f"Altered topic {name}: {topic.partitions} partition(s), configs "
+          f"{', '.join(f'{k}={v}' for k, v in sorted(topic.configs.items())) or '(defaults)'}.")
 
 
 @topics_app.command(
@@ -214,4 +214,4 @@ def delete(
         if if_exists and not dd.has_topic(name):
             continue
         dd.delete_topic(name)
-        print(f"Deleted topic {name}.", file=sys.stderr)
+        status(f"Deleted topic {name}.")

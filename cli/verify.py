@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 import sys
@@ -10,15 +9,17 @@ from typing import List, Optional
 
 import typer
 
+from .common import quiet_option
+
 from .errors import PlogCliError
 from .exit_codes import ExitCode
 from .main import app
+from .output import ReportFormat, emit_document
 from .progress import byte_progress
 
 
-class VerifyFormat(str, enum.Enum):
-    text = "text"
-    jsonl = "jsonl"
+# text, json (one document: findings and counts) or jsonl (one object per finding, streamed).
+VerifyFormat = ReportFormat
 
 
 @app.command(
@@ -26,7 +27,7 @@ class VerifyFormat(str, enum.Enum):
         "Example: plog verify --jobs 4 /var/lib/kafka/data\n\n"
         "Text output is one line per finding, path:position: severity[check]: message (position is a byte "
         "position in that file); jsonl is one object per finding with severity, check, path, position, offset "
-        "and message. A summary goes to stderr. Warnings are conditions a broker handles by itself (a missing "
+        "and message; json is one document, {\"findings\": [...], \"summary\": {...}}. A summary goes to stderr. Warnings are conditions a broker handles by itself (a missing "
         "index, an untrimmed preallocated index, no clean-shutdown marker, ...).\n\n"
         "Exit status: 0 no problems (warnings allowed unless --strict), 1 error (cannot run: bad path, I/O "
         "error), 2 usage error, 3 problems found."
@@ -35,15 +36,16 @@ class VerifyFormat(str, enum.Enum):
 def verify(
     paths: List[str] = typer.Argument(..., metavar="PATH...",
                                       help="Segment files, partition folders, log directories or data directories."),
-    fmt: VerifyFormat = typer.Option(VerifyFormat.text, "--format", "-f", case_sensitive=False,
-                                     help="text (path:position: severity[check]: message) or jsonl."),
+    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", case_sensitive=False,
+                                     help="text (path:position: severity[check]: message), json (one "
+                                          "document) or jsonl (one object per finding)."),
     strict: bool = typer.Option(False, "--strict", help="Count warnings as problems (exit 3)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1,
                                        help="Verify partitions in this many processes (default: the number of cores)."),
     max_findings: int = typer.Option(100, "--max-findings", min=0,
                                      help="Show at most this many findings of one check per file (0: all); "
                                           "the rest are counted in the summary."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary line and no progress bar."),
+    quiet: bool = quiet_option("No summary line and no progress bar."),
 ) -> None:
     """Check Kafka log files without modifying them: batch CRCs and framing, offsets,
     .index/.timeindex/.txnindex against the log, producer snapshots, checkpoints,
@@ -57,14 +59,19 @@ def verify(
     except NotAKafkaPathError as e:
         raise PlogCliError(str(e)) from e
     stats = VerifyStats()
-    write = _writer(fmt)
+    collected: list[dict] = []
+    write = collected.append if fmt is ReportFormat.json else _writer(fmt)
     progress, finish = byte_progress("verify", planned_bytes(tasks), quiet)
     try:
         for finding in verify_paths(paths, options, jobs=jobs or default_jobs(), stats=stats, progress=progress,
                                     tasks=tasks):
-            write(finding)
+            write(_finding_json(finding) if fmt is ReportFormat.json else finding)
     finally:
         finish()
+    if fmt is ReportFormat.json:
+        import dataclasses
+
+        emit_document({"findings": collected, "summary": dataclasses.asdict(stats)}, fmt)
     sys.stdout.flush()
     problems = stats.errors + (stats.warnings if strict else 0)
     if not quiet:
@@ -80,20 +87,24 @@ def verify(
         sys.exit(int(ExitCode.PROBLEMS_FOUND))
 
 
-def _writer(fmt: VerifyFormat):
+def _finding_json(f) -> dict:
+    from plog.engine.binary_json import encode_bytes
+
+    d = f.to_dict()
+    # The path in the binary-safe form; a message naming an undecodable file name shows its
+    # bytes as U+FFFD, so every document is valid UTF-8 JSON.
+    d["path"] = encode_bytes(os.fsencode(f.path))
+    d["message"] = f.message.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return d
+
+
+def _writer(fmt: ReportFormat):
     """A function that prints one finding on stdout, flushed (findings stream)."""
     out = sys.stdout
     raw = getattr(out, "buffer", None)
-    if fmt is VerifyFormat.jsonl:
-        from plog.engine.binary_json import encode_bytes
-
+    if fmt is ReportFormat.jsonl:
         def render(f) -> str:
-            d = f.to_dict()
-            # The path in the binary-safe form; a message naming an undecodable file name
-            # shows its bytes as U+FFFD, so every line is valid UTF-8 JSON.
-            d["path"] = encode_bytes(os.fsencode(f.path))
-            d["message"] = f.message.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-            return json.dumps(d, ensure_ascii=False) + "\n"
+            return json.dumps(_finding_json(f), ensure_ascii=False) + "\n"
     else:
         def render(f) -> str:
             return f.format_text() + "\n"

@@ -140,7 +140,7 @@ def report_map_order(calls: list[str], scala: bool) -> list[str]:
       bucket, so a bucket lists its keys in reverse insertion order. (Buckets of 8+ keys
       that Java turns into trees are not modelled.)
     """
-    from plog.formats.offsets_topic import java_string_hash  # only needed at the end of a run
+    from plog.formats.java_utf8 import java_string_hash
 
     capacity = 16
     inserted: dict[str, int] = {}

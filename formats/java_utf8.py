@@ -106,3 +106,12 @@ def _malformed4(src: bytes, sp: int) -> int:
 
 
 __all__ = ["java_utf8_decode"]
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode``: ``h = 31*h + c`` over UTF-16 code units, int32 wrap."""
+    data = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h

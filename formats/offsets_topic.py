@@ -71,6 +71,7 @@ from __future__ import annotations
 from typing import Any, Mapping, NamedTuple
 
 from .errors import SchemaError
+from .java_utf8 import java_string_hash  # noqa: F401  (re-exported: the group -> partition hash)
 from .protocol import Array, Field, Struct, UnknownRecordTypeError, decode, encode, jackson_dumps, to_kafka_json
 
 # --------------------------------------------------------------------------- key schemas
@@ -573,15 +574,6 @@ def encode_group_metadata_value(
 
 
 # --------------------------------------------------------------------------- partitioning
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode``: ``h = 31*h + c`` over UTF-16 code units, int32 wrap."""
-    data = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def partition_for_group(group_id: str, num_partitions: int = 50) -> int:
