@@ -1,5 +1,5 @@
 """``python -m plog.cli``: the same entry point as the ``plog`` script."""
 
-from .main import main
+from .entry import main
 
 main()

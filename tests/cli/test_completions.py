@@ -25,7 +25,7 @@ from conftest import CORPUS, ROOT
 
 from plog.cli.command_tree import command_tree
 from plog.cli.completion_scripts import SHELLS, render
-from plog.cli.completions import data_dir_values
+from plog.cli.completion_values import data_dir_values
 from plog.cli.main import main
 
 SCRIPTS = {"bash": ROOT / "completions" / "plog.bash", "zsh": ROOT / "completions" / "_plog",
