@@ -93,8 +93,12 @@ def plan_lines(plan) -> list[str]:
     lines = []
     for d in plan.log_dirs:
         lines.append(f"{d.path}: {'clean shutdown' if d.clean_shutdown else 'no clean-shutdown marker'}; {d.marker}")
+        empty = []
         for p in d.partitions:
             head = f"  {_name(p.path)}"
+            if _empty_plan(p):
+                empty.append(p)
+                continue
             if p.skipped:
                 lines.append(f"{head}: skipped: {p.skipped}")
                 continue
@@ -125,6 +129,8 @@ def plan_lines(plan) -> list[str]:
                 lines.append(f"    delete producer snapshot {name}: stray, out of range or unreadable")
             if p.snapshot_written:
                 lines.append(f"    write producer snapshot {p.snapshot_written}")
+        if empty:
+            lines.append(f"  {_empty_line(empty)}: nothing to revalidate (--format json lists each)")
         for c in d.checkpoint_changes:
             lines.append(f"  {c.file}: {c.topic_partition} {c.old} -> {c.new}")
     return lines
@@ -136,8 +142,12 @@ def report_lines(report) -> list[str]:
     for d in report.log_dirs:
         lines.append(f"{d.path}: {'was shut down cleanly' if d.had_clean_shutdown else 'was not shut down cleanly'}"
                      + ("; wrote .kafka_cleanshutdown" if d.clean_shutdown_written else ""))
+        empty = []
         for p in d.partitions:
             head = f"  {_name(p.path)}"
+            if _empty_report(p):
+                empty.append(p)
+                continue
             if p.status != "recovered":
                 lines.append(f"{head}: {p.status}: {p.reason}")
                 continue
@@ -154,9 +164,30 @@ def report_lines(report) -> list[str]:
             if p.rebuilt_indexes:
                 done.append(f"{len(p.rebuilt_indexes)} index(es) rebuilt")
             lines.append(f"{head}: " + "; ".join(done))
+        if empty:
+            lines.append(f"  {_empty_line(empty)}: recovered, nothing to revalidate (--format json lists each)")
         for c in d.checkpoint_changes:
             lines.append(f"  {c.file}: {c.topic_partition} {c.old} -> {c.new}")
     return lines
+
+
+# A log dir holds 50 empty __consumer_offsets partitions more often than not: one line for
+# all the partitions with no records and nothing found, so the ones with work stand out.
+def _empty_plan(p) -> bool:
+    return (not p.skipped and p.log_end_offset == 0 and not any(r.size for r in p.revalidate)
+            and not (p.temp_files or p.orphan_indexes or p.salvage or p.truncation or p.deleted_segments
+                     or p.offset_overflow or p.snapshots_deleted or p.snapshot_written))
+
+
+def _empty_report(p) -> bool:
+    return (p.status == "recovered" and p.log_end_offset == 0 and p.bytes_validated == 0
+            and not (p.truncations or p.quarantined or p.deleted_files))
+
+
+def _empty_line(parts) -> str:
+    names = [_name(p.path) for p in parts]
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"{len(names)} empty partition{'s' * (len(names) != 1)} ({shown})"
 
 
 def _summary(obj, *, dry_run: bool) -> str:
