@@ -37,8 +37,23 @@ def _read_input(path: str, option: str) -> str:
 
     p = Path(path)
     if not p.is_file():
-        raise PlogCliError(f"{option} {path}: no such file")
-    return p.read_text()
+        raise PlogCliError(f"{option} {path}: {'is a directory' if p.is_dir() else 'no such file'}")
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise PlogCliError(f"{option} {path}: not a JSON file (not UTF-8 text at byte {e.start})") from None
+
+
+def _parse_input(parse, path: str, option: str):
+    """``parse`` of the text of ``path``; a document Kafka would reject names the file (Kafka's
+    own messages, kept as they are after it, say only "The input string ...")."""
+    from plog.engine.reassign import ReassignmentJsonError
+
+    text = _read_input(path, option)
+    try:
+        return parse(text)
+    except ReassignmentJsonError as e:
+        raise ReassignmentJsonError(f"{option} {path}: {e}") from None
 
 
 def _broker_list(text: str) -> list[int]:
@@ -75,7 +90,7 @@ def generate(
     )
 
     brokers = _broker_list(broker_list)
-    topics = parse_topics_to_move(_read_input(topics_to_move_json_file, "--topics-to-move-json-file"))
+    topics = _parse_input(parse_topics_to_move, topics_to_move_json_file, "--topics-to-move-json-file")
     dd = open_data_dir(data_dir)
     plan = generate_reassignment(dd, topics, brokers, rack_aware=not disable_rack_aware)
     if fmt is not ReportFormat.text:
@@ -114,7 +129,7 @@ def execute(
         validate_plan,
     )
 
-    plan = parse_reassignment_json(_read_input(reassignment_json_file, "--reassignment-json-file"))
+    plan = _parse_input(parse_reassignment_json, reassignment_json_file, "--reassignment-json-file")
     dd = open_data_dir(data_dir)
     targets = validate_plan(dd, plan)
     current = {tp: dd.replicas(tp) for tp in targets}
@@ -176,7 +191,7 @@ def verify(
     """Check whether a reassignment plan is in place."""
     from plog.engine.reassign import parse_reassignment_json, verify_reassignment
 
-    plan = parse_reassignment_json(_read_input(reassignment_json_file, "--reassignment-json-file"))
+    plan = _parse_input(parse_reassignment_json, reassignment_json_file, "--reassignment-json-file")
     dd = open_data_dir(data_dir)
     report = verify_reassignment(dd, plan)
     if fmt is not ReportFormat.text:

@@ -159,8 +159,11 @@ def _atomic_write(target: Path, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename == str(tmp):
+            # Name the file the user asked for, not our temporary.
+            raise OSError(e.errno, e.strerror, str(target)) from None
         raise
 
 

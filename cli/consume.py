@@ -113,27 +113,38 @@ def consume(
                 if ends and all(tp in consumer.paused() for tp in consumer.assignment()):
                     break
                 continue
-            for i, rec in enumerate(records):
-                if ends:
-                    end = ends.get((rec.topic, rec.partition))
-                    if end is not None and rec.offset >= end:
-                        unprinted.setdefault((rec.topic, rec.partition), rec.offset)
-                        consumer.pause([(rec.topic, rec.partition)])
-                        continue
-                if text_value:
-                    write((rec.value or b"") + b"\n")
-                elif fmt == "json":
-                    write((b"\n" if first_json else b",\n") + json.dumps(
-                        record_to_json(rec), ensure_ascii=False).encode("utf-8"))
-                    first_json = False
-                else:
-                    write(render(rec))
-                seen += 1
-                if count is not None and seen >= count:
-                    done = True
-                    for later in records[i + 1:]:
-                        unprinted.setdefault((later.topic, later.partition), later.offset)
-                    break
+            i = 0
+            try:
+                for i, rec in enumerate(records):
+                    if ends:
+                        end = ends.get((rec.topic, rec.partition))
+                        if end is not None and rec.offset >= end:
+                            unprinted.setdefault((rec.topic, rec.partition), rec.offset)
+                            consumer.pause([(rec.topic, rec.partition)])
+                            continue
+                    if text_value:
+                        write((rec.value or b"") + b"\n")
+                    elif fmt == "json":
+                        write((b"\n" if first_json else b",\n") + json.dumps(
+                            record_to_json(rec), ensure_ascii=False).encode("utf-8"))
+                        first_json = False
+                    else:
+                        write(render(rec))
+                    seen += 1
+                    if count is not None and seen >= count:
+                        done = True
+                        for later in records[i + 1:]:
+                            unprinted.setdefault((later.topic, later.partition), later.offset)
+                        break
+            except BaseException:
+                # Ctrl-C (or a failing stdout) part-way through a poll: the records from this
+                # one on were not printed, so the commit at close must not pass them (the one
+                # being written may come again: at least once, never lost).
+                for later in records[i:]:
+                    unprinted.setdefault((later.topic, later.partition), later.offset)
+                for tp, off in unprinted.items():
+                    consumer.seek(tp, off)
+                raise
             # Records fetched but not printed are not consumed: a commit must not pass them.
             for tp, off in unprinted.items():
                 consumer.seek(tp, off)

@@ -186,6 +186,10 @@ def _dump_all(paths, options, out, err, write):
                 if partial:
                     write(partial)
                     sys.stdout.flush()
+                if path not in str(e) and os.path.abspath(path) not in str(e):
+                    # Kafka's message names the position, not the file: with several files
+                    # (a directory, a glob) the user needs both.
+                    raise PlogCliError(f"{path}: {e}", exit_code=getattr(e, "exit_code", ExitCode.ERROR)) from None
                 raise
         run.finish()
     return run

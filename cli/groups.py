@@ -278,8 +278,13 @@ def reset_offsets(
         if from_file == "-":
             text, source = sys.stdin.read(), "<stdin>"
         else:
-            with open(from_file, encoding="utf-8") as f:
-                text, source = f.read(), from_file
+            try:
+                with open(from_file, encoding="utf-8") as f:
+                    text, source = f.read(), from_file
+            except UnicodeDecodeError as e:
+                from .errors import PlogCliError
+
+                raise PlogCliError(f"{from_file}: not a CSV reset plan (not UTF-8 text at byte {e.start})") from None
         strategy = ResetStrategy.from_plan(parse_reset_plan(text, group, source=source), from_file)
 
     dd = open_data_dir(data_dir)

@@ -83,11 +83,21 @@ def main(argv: list[str] | None = None) -> None:
     try:
         # Without standalone mode Click returns (not raises) the code of a typer.Exit.
         code = app(args=argv, prog_name="plog", standalone_mode=False)
+        if code == ExitCode.INTERRUPTED:
+            # Typer turns a KeyboardInterrupt raised by a command into Exit(130) and returns
+            # the code; no command raises Exit(130) itself, so this is Ctrl-C.
+            _interrupted()
         if isinstance(code, int) and code != 0:
             sys.exit(code)
     except KeyboardInterrupt:
-        print("plog: interrupted", file=sys.stderr)
-        sys.exit(ExitCode.INTERRUPTED)
+        _interrupted()
+    except SystemExit as e:
+        # Typer answers a BrokenPipeError (`plog dump ... | head`) with sys.exit(1), after
+        # wrapping stdout in Click's PacifyFlushWrapper: the reader went away, not an error.
+        if e.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            _silence_stdout()
+            sys.exit(ExitCode.OK)
+        raise
     except BrokenPipeError:
         # `plog dump ... | head`: the reader went away; that is not an error.
         _silence_stdout()
@@ -139,10 +149,54 @@ def _click_exception():
     return exceptions.ClickException
 
 
+def _interrupted() -> None:
+    """Ctrl-C: one line on stderr, exit 130. Output already written stays (it is complete
+    lines of data); a stdout that cannot take the rest is silenced so the interpreter's
+    final flush cannot add a second message."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        _silence_stdout()
+    print("plog: interrupted", file=sys.stderr)
+    sys.exit(ExitCode.INTERRUPTED)
+
+
 def _one_line(e: BaseException) -> str:
     if isinstance(e, OSError) and e.filename is not None:
         return f"{e.strerror or e}: {e.filename}"
+    if isinstance(e, OSError) and e.strerror:
+        # No file name: an I/O error on a standard stream (`plog dump ... > /dev/full`) or a
+        # socket/pipe. Name stdout when it is the one that fails.
+        return f"cannot write to standard output: {e.strerror}" if _stdout_failed(e) else e.strerror
     return " ".join(str(e).split())
+
+
+def _stdout_failed(e: OSError) -> bool:
+    """Whether ``e`` (an OSError without a file name) came from stdout: stdout cannot take
+    what is still buffered for it, or ``e`` is "no space" and stdout is /dev/full or a file
+    on a full file system. When it did, stdout is silenced, so the interpreter's final
+    flush cannot print a second error."""
+    import errno
+    import stat
+
+    try:
+        sys.stdout.flush()
+        failed = False
+    except (OSError, ValueError):
+        failed = True
+    if not failed and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        try:
+            st = os.fstat(sys.stdout.fileno())
+            if stat.S_ISCHR(st.st_mode):
+                failed = st.st_rdev == os.stat("/dev/full").st_rdev
+            elif stat.S_ISREG(st.st_mode):
+                vfs = os.fstatvfs(sys.stdout.fileno())
+                failed = vfs.f_bavail == 0 or vfs.f_bfree == 0
+        except (OSError, ValueError):
+            pass
+    if failed:
+        _silence_stdout()
+    return failed
 
 
 def _silence_stdout() -> None:

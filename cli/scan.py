@@ -396,9 +396,19 @@ def _stats(plan, flt, use_spark, master, conf, jobs, fmt: ListFormat, quiet: boo
 
 
 def _open_output(output: Optional[str]):
+    """(stream, temporary path or None). A file is written as a hidden temporary beside it
+    and renamed over it only when complete (``_write_chunks``), so an error or Ctrl-C never
+    leaves a partial --output, and --overwrite keeps the old file until the new one is whole."""
     if output is None or output == "-":
-        return getattr(sys.stdout, "buffer", None), False
-    return open(output, "wb"), True
+        return getattr(sys.stdout, "buffer", None), None
+    if os.path.isdir(output):
+        raise PlogCliError(f"--output {output}: is a directory")
+    head, name = os.path.split(output)
+    tmp = os.path.join(head, f".{name}.tmp-{os.getpid()}")
+    try:
+        return open(tmp, "wb"), tmp
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, output) from None  # the user's name, not the temporary's
 
 
 def _search(paths, plan, flt, use_spark, master, conf, jobs, output, out_kind, overwrite, unit_bytes,
@@ -448,7 +458,7 @@ def _local_jsonl(plan, flt, jobs, progress, problems):
 
 
 def _write_chunks(chunks, output) -> int:
-    out, close = _open_output(output)
+    out, tmp = _open_output(output)
     count = 0
     try:
         for chunk in chunks:
@@ -457,12 +467,26 @@ def _write_chunks(chunks, output) -> int:
                 sys.stdout.write(chunk.decode("utf-8"))
             else:
                 out.write(chunk)
-                if not close:
+                if tmp is None:
                     out.flush()
-    finally:
-        if close:
+        if tmp is not None:
             out.close()
-        elif out is not None:
+            os.replace(tmp, output)
+    except BaseException as e:
+        if tmp is not None:
+            try:
+                out.close()
+            except OSError:
+                pass  # the error being reported (a full disk) may strike again here
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            if isinstance(e, OSError) and e.filename is None:
+                raise OSError(e.errno, e.strerror, output) from None  # say which file: --output
+        raise
+    finally:
+        if tmp is None and out is not None:
             out.flush()
     return count
 

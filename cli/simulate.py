@@ -77,8 +77,14 @@ def simulate(
     else:
         path = Path(scenario)
         if not path.is_file():
-            raise ScenarioError(f"scenario {scenario}: no such file")
-        sc = load_scenario(path)
+            raise ScenarioError(f"scenario {scenario}: {'is a directory' if path.is_dir() else 'no such file'}")
+        try:
+            sc = load_scenario(path)
+        except ScenarioError as e:
+            if scenario in str(e):
+                raise
+            # The loader's messages name the step and key, not the file.
+            raise ScenarioError(f"{e} (scenario file {scenario})") from None
 
     if data_dir is not None:
         target = Path(data_dir)

@@ -328,16 +328,34 @@ class DataDir:
             raise LogDirError(f"{p} is already a plog data directory")
         if p.exists() and (not p.is_dir() or any(p.iterdir())):
             raise LogDirError(f"{p} exists and is not empty; plog init needs a new or empty directory")
+        created = not p.exists()
         p.mkdir(parents=True, exist_ok=True)
         metadata = ClusterMetadata(random_base64_uuid(),
                                    [Broker(first_broker_id + i, racks[i] if racks else None) for i in range(brokers)],
                                    {}, broker_configs={k: str(v) for k, v in (broker_configs or {}).items()})
-        with _flock(p / META_LOCK_FILE, DEFAULT_LOCK_TIMEOUT_S):
-            if (p / METADATA_FILE).exists():  # another process won the race
-                return cls(p, _read_metadata(p / METADATA_FILE))
-            for b in metadata.brokers:
-                (p / b.dir_name).mkdir(exist_ok=True)
-            atomic_write(p / METADATA_FILE, _dump_metadata(metadata))
+        made: list[Path] = []
+        try:
+            with _flock(p / META_LOCK_FILE, DEFAULT_LOCK_TIMEOUT_S):
+                if (p / METADATA_FILE).exists():  # another process won the race
+                    return cls(p, _read_metadata(p / METADATA_FILE))
+                for b in metadata.brokers:
+                    if not (p / b.dir_name).exists():
+                        (p / b.dir_name).mkdir()
+                        made.append(p / b.dir_name)
+                atomic_write(p / METADATA_FILE, _dump_metadata(metadata))
+        except BaseException:
+            # A full disk or Ctrl-C before cluster.json is written: take back what this call
+            # made, so the directory is not left "not empty" for the next plog init.
+            if not (p / METADATA_FILE).exists():
+                for d in made:
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+                with contextlib.suppress(OSError):
+                    (p / META_LOCK_FILE).unlink()
+                if created:
+                    with contextlib.suppress(OSError):
+                        p.rmdir()
+            raise
         return cls(p, metadata)
 
     def reload(self) -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .checkpoint_files import OffsetCheckpointFile
 from .config import LogConfig
-from .discovery import PartitionInfo, classify, partitions as find_partitions
+from .discovery import PartitionInfo, classify, partitions as find_partitions, segment_base_offset
 from .errors import EngineError, LogDirLockedError
 from .log import Log
 from .topic_configs import ConfigResolver, EffectiveConfig
@@ -186,7 +186,14 @@ def _targets(path: str, options: MaintenanceOptions) -> list[tuple[str | None, l
     """``(log dir or None, partitions)`` groups; None for a partition folder outside a log dir."""
     groups: dict[str | None, list[PartitionInfo]] = {}
     log_dir_of: dict[str, str | None] = {}  # parent -> itself if a log dir (classified once each)
-    for part in find_partitions(path):
+    found_parts = find_partitions(path)
+    if os.path.isfile(path) and (segment_base_offset(path) is None
+                                 or any(p.topic_partition is None for p in found_parts)):
+        # A file that names no partition (meta.properties, a stray .log) would otherwise
+        # be "0 partition operations" and exit 0, as if all were well.
+        raise MaintenanceError(f"{path}: not a segment file of a partition folder "
+                               "(<20-digit base offset>.log and its indexes, in <topic>-<partition>)")
+    for part in found_parts:
         tp = part.topic_partition
         if tp is None or part.kind != "current" or tp.topic == CLUSTER_METADATA_TOPIC:
             continue  # the KRaft metadata log is the Raft layer's, not retention's or the cleaner's

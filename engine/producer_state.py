@@ -61,6 +61,7 @@ Verification state (KIP-890 ``VerificationStateEntry``), the late-transaction me
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
@@ -734,14 +735,23 @@ class ProducerStateManager:
         data = self.snapshot_bytes()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException as e:
+            # A full disk or Ctrl-C leaves no stray .tmp behind (log loading does not look
+            # for one), and the error names the file.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(e, OSError) and e.filename is None:
+                raise OSError(e.errno, e.strerror, str(tmp)) from None
+            raise
         if sync:
             _fsync_dir(self.log_dir)
         self._snapshots[self._last_map_offset] = path

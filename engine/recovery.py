@@ -1323,6 +1323,9 @@ _worker_queue = None
 def _init_worker(queue) -> None:
     global _worker_queue
     _worker_queue = queue
+    from .verify import worker_exits_on_sigint
+
+    worker_exits_on_sigint()  # Ctrl-C: no traceback per worker; a partition cut short recovers next time
 
 
 def _worker(task: _Task) -> PartitionRecovery:
@@ -1351,18 +1354,26 @@ def _run(tasks: list[_Task], jobs: int, progress: Progress | None) -> dict[int, 
 
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx, initializer=_init_worker,
                              initargs=(queue,)) as pool:
-        futures = {pool.submit(_worker, t): t for t in tasks}
+        from .verify import sigint_held
+
+        with sigint_held():  # the first submit forks the workers
+            futures = {pool.submit(_worker, t): t for t in tasks}
         pending = set(futures)
-        while pending:
-            done, pending = wait(pending, timeout=0.05, return_when=FIRST_COMPLETED)
-            drain()
-            for future in done:
-                task = futures[future]
-                try:
-                    results[task.index] = future.result()
-                except BrokenProcessPool as e:
-                    results[task.index] = PartitionRecovery(task.part, None, "failed",
-                                                            f"the worker process died: {e}")
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=0.05, return_when=FIRST_COMPLETED)
+                drain()
+                for future in done:
+                    task = futures[future]
+                    try:
+                        results[task.index] = future.result()
+                    except BrokenProcessPool as e:
+                        results[task.index] = PartitionRecovery(task.part, None, "failed",
+                                                                f"the worker process died: {e}")
+        except KeyboardInterrupt:
+            # Ctrl-C: partitions not started stay as they are (the next run recovers them).
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     drain()
     for index, report in results.items():
         # A worker's queue writes are synchronous, so they all arrived before its result;

@@ -1130,8 +1130,11 @@ def run_units(plan: ScanPlan, task, flt: ScanFilter | None, jobs: int = 1, progr
         return
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(units))) as ex:
-        futures = [ex.submit(task, (unit, flt)) for unit in units]
+    from .verify import sigint_held, worker_exits_on_sigint
+
+    with ProcessPoolExecutor(max_workers=min(jobs, len(units)), initializer=worker_exits_on_sigint) as ex:
+        with sigint_held():  # the first submit forks the workers
+            futures = [ex.submit(task, (unit, flt)) for unit in units]
         try:
             for unit, future in zip(units, futures):
                 result = future.result()
@@ -1139,8 +1142,10 @@ def run_units(plan: ScanPlan, task, flt: ScanFilter | None, jobs: int = 1, progr
                     progress(unit.size)
                 yield result
         finally:
-            for f in futures:
-                f.cancel()
+            # The pool cancels what has not started (not f.cancel(): on Python 3.11 a pool
+            # broken by Ctrl-C then fails to set the error on those futures, and its manager
+            # thread prints a traceback).
+            ex.shutdown(wait=True, cancel_futures=True)
 
 
 def scan_stats(paths: Iterable[str], flt: ScanFilter | None = None, *, jobs: int = 1,

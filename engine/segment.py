@@ -254,10 +254,16 @@ class LogSegment:
 
     def _write_at(self, position: int, data) -> None:
         view = memoryview(data)
-        while view:
-            written = os.pwrite(self._fd, view, position)
-            position += written
-            view = view[written:]
+        try:
+            while view:
+                written = os.pwrite(self._fd, view, position)
+                position += written
+                view = view[written:]
+        except OSError as e:
+            if e.filename is not None:
+                raise
+            # pwrite's error names no file; a full disk must say which segment it hit.
+            raise OSError(e.errno, e.strerror, str(self.log_path)) from None
 
     def append_aborted_txn(self, aborted) -> None:
         self.txn_index.append(aborted)

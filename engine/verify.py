@@ -1741,6 +1741,44 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
+def worker_exits_on_sigint() -> None:
+    """``ProcessPoolExecutor`` initializer: on Ctrl-C (a terminal sends SIGINT to the whole
+    process group) a worker process exits at once and silently. Without it every idle
+    worker prints a KeyboardInterrupt traceback from inside ``multiprocessing``; the parent
+    gets the KeyboardInterrupt, shuts the pool down and reports one line. What a worker was
+    doing ends as a crash would end it (recovery and compaction are crash-safe)."""
+    import signal
+
+    signal.signal(signal.SIGINT, lambda _signum, _frame: os._exit(130))
+    # Forked while the parent held SIGINT (sigint_held): a Ctrl-C that came meanwhile is
+    # pending here and ends this worker now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+class sigint_held:
+    """Context manager: SIGINT is held (blocked) while worker processes are forked and
+    delivered when it ends. A KeyboardInterrupt raised inside an at-fork callback (logging's
+    lock release runs in the parent after every fork) is printed as "Exception ignored" and
+    lost, so a Ctrl-C in that window would not stop the command. Use around the first
+    ``submit`` to a ``ProcessPoolExecutor`` (which forks its workers). Main thread only;
+    elsewhere a no-op."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        if self._old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._old)
+
+
 def verify_paths(paths: Iterable[str], options: VerifyOptions | None = None, *, jobs: int = 1,
                  stats: VerifyStats | None = None, progress: Progress | None = None,
                  tasks: list | None = None) -> Iterator[Finding]:
@@ -1762,7 +1800,7 @@ def verify_paths(paths: Iterable[str], options: VerifyOptions | None = None, *, 
     from concurrent.futures import ProcessPoolExecutor
 
     window = max(2, jobs * 4)
-    ex = ProcessPoolExecutor(max_workers=min(jobs, heavy))
+    ex = ProcessPoolExecutor(max_workers=min(jobs, heavy), initializer=worker_exits_on_sigint)
     try:
         pending: deque = deque()
         todo = iter(tasks)
@@ -1773,7 +1811,9 @@ def verify_paths(paths: Iterable[str], options: VerifyOptions | None = None, *, 
                 if task is None:
                     break
                 if task.kind == "partition":
-                    pending.append((task, ex.submit(run_task_collected, task, options)))
+                    with sigint_held():
+                        future = ex.submit(run_task_collected, task, options)
+                    pending.append((task, future))
                     in_flight += 1
                 else:
                     pending.append((task, None))
