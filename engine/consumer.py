@@ -389,7 +389,15 @@ class Consumer:
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
             self._maintain()
-            records = self._fetch(limit)
+            saved = dict(self._positions)
+            try:
+                records = self._fetch(limit)
+            except BaseException:
+                # Ctrl-C (or an error) before the records are returned: none was delivered, so
+                # the positions, and the commit when the consumer closes, must not pass them.
+                self._positions.clear()
+                self._positions.update(saved)
+                raise
             if records or time.monotonic() >= deadline:
                 return records
             time.sleep(max(0.0, min(self.poll_interval_ms / 1000, deadline - time.monotonic())))

@@ -152,6 +152,9 @@ class Producer:
         self._num_partitions: dict[str, int] = {}
         self._rng = rng
         self._writer = None
+        #: partition -> the failure that stopped a batch to it; later batches to it are not
+        #: sent (an interrupted or failed round must not leave a gap before later records).
+        self._failed: dict[TopicPartition, BaseException] = {}
         self.closed = False
         #: every partition written: tp -> [first offset, last offset, records]
         self.stats: dict[TopicPartition, list[int]] = {}
@@ -318,6 +321,14 @@ class Producer:
                     # Nothing after a failed batch is written: order within a partition holds.
                     batch.error = ProducerError(f"not sent: an earlier batch failed ({failure})")
                     continue
+                earlier = self._failed.get(batch.tp)
+                if earlier is not None:
+                    # The same across rounds: a batch of an earlier round to this partition
+                    # failed (or was cut short by Ctrl-C), so this one would follow a gap.
+                    batch.error = failure = ProducerError(
+                        f"not sent: an earlier batch to {batch.tp.topic}-{batch.tp.partition} failed "
+                        f"({str(earlier) or type(earlier).__name__})")
+                    continue
                 try:
                     self._append(writer, batch)
                     appended.append(batch)
@@ -353,6 +364,9 @@ class Producer:
                     st[1] = batch.base_offset + n - 1
                     st[2] += n
         if failure is not None:
+            for batch in ready:
+                if batch.error is not None:
+                    self._failed.setdefault(batch.tp, failure)
             raise failure
 
     def _append(self, writer, batch: _Batch) -> None:

@@ -1,0 +1,323 @@
+"""Ctrl-C in the middle of real work: exit 130, one line ``plog: interrupted`` on stderr, no
+traceback, and nothing half-done that a later run would not handle (issue 10, Build item 5;
+DESIGN.md "CLI contract"; cli/exit_codes.py).
+
+Each test starts ``plog`` as a child in its own session (so, as on a terminal, SIGINT goes to
+the whole process group: the command and any worker processes), waits until it is really
+working (it has written output, opened a segment of the data, or written records), and then
+interrupts it. To make "in the middle" certain on a fast or a slow machine, the group is
+stopped (SIGSTOP) the moment the sign of work is seen, sent SIGINT, and continued: exactly a
+Ctrl-C at that instant. Afterwards:
+
+- exit code 130 and stderr exactly ``plog: interrupted`` (one line, no Traceback);
+- no ``*.tmp``, ``*.cleaned``, ``*.swap`` or half-written output file is left that the next
+  command does not handle: the next run of the command (or ``plog recover``) succeeds,
+  ``plog verify`` passes, and no acknowledged record is lost (produce leaves an unbroken prefix
+  of its input; a consumer group resumes without skipping a record; compaction keeps the
+  latest value of every key; recovery keeps every record).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cli_fixtures import child_env, plog_exe, run  # noqa: E402
+from cli_run import plog  # noqa: E402
+
+RECORDS = 200_000  # topic "big": 1 partition, ~21 MB
+KEYS = 2_000       # topic "keyed": cleanup.policy=compact, 60_000 records over these keys
+KEYED_RECORDS = 60_000
+
+
+def _value(i: int) -> str:
+    return f"{i:07d} {'v' * 92}"
+
+
+def _keyed(i: int) -> str:
+    return f"k{i % KEYS}\t{i:06d} {'w' * 180}"
+
+
+def _must(args, stdin: str | None = None) -> bytes:
+    code, out, err = run(args, stdin=stdin, timeout=300)
+    assert code == 0, f"plog {' '.join(map(str, args))}: exit {code}: {err.decode(errors='replace')}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """A data directory: topic ``big`` (RECORDS values) and ``keyed`` (compacted, small
+    segments, every key written many times). Tests that change it work on a copy."""
+    dd = tmp_path_factory.mktemp("interrupt") / "plog-data"
+    d = ["-d", str(dd)]
+    _must(["init", *d])
+    _must(["topics", "create", "big", *d])
+    _must(["produce", "big", "-q", *d], stdin="".join(_value(i) + "\n" for i in range(RECORDS)))
+    _must(["topics", "create", "keyed", "-c", "cleanup.policy=compact", "-c", "segment.bytes=1048576", *d])
+    _must(["produce", "keyed", "-K", "-q", *d], stdin="".join(_keyed(i) + "\n" for i in range(KEYED_RECORDS)))
+    return dd
+
+
+@pytest.fixture
+def copy(data, tmp_path) -> Path:
+    dst = tmp_path / "plog-data"
+    shutil.copytree(data, dst)
+    return dst
+
+
+# -- interrupting a child ---------------------------------------------------------------------------
+
+
+def _pids(root_pid: int) -> list[int]:
+    """``root_pid`` and its descendants (worker processes)."""
+    out, todo = [], [root_pid]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    todo.extend(int(x) for x in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def opened_a_segment_of(root: Path) -> Callable:
+    """Ready when the command (or a worker) has a ``.log`` under ``root`` open."""
+    prefix = str(root)
+
+    def ready(p: subprocess.Popen, out: bytearray) -> bool:
+        for pid in _pids(p.pid):
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if target.startswith(prefix) and target.endswith(".log"):
+                    return True
+        return False
+
+    return ready
+
+
+def wrote_output(n: int) -> Callable:
+    return lambda p, out: len(out) >= n
+
+
+def interrupt(argv: list[str], ready: Callable, *, feed: Callable | None = None,
+              timeout: float = 120) -> tuple[int, bytes, bytes]:
+    """Run ``plog ARGV``, Ctrl-C it once ``ready(popen, stdout so far)`` is true; returns
+    (exit code, stdout, stderr). Fails if the command ends before it is ready."""
+    p = subprocess.Popen([plog_exe(), *argv], stdin=subprocess.PIPE if feed else subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
+                         start_new_session=True)
+    out, err = bytearray(), bytearray()
+
+    def pump(stream, buf):
+        while chunk := stream.read1(1 << 16):
+            buf += chunk
+
+    threads = [threading.Thread(target=pump, args=(p.stdout, out), daemon=True),
+               threading.Thread(target=pump, args=(p.stderr, err), daemon=True)]
+    if feed is not None:
+        def feeder():
+            try:
+                feed(p.stdin)
+                p.stdin.close()
+            except (BrokenPipeError, ValueError, OSError):
+                pass
+        threads.append(threading.Thread(target=feeder, daemon=True))
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready(p, out):
+            if p.poll() is not None:
+                pytest.fail(f"plog {' '.join(argv)} ended (exit {p.returncode}) before it could be interrupted: "
+                            f"{bytes(err).decode(errors='replace')[-500:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"plog {' '.join(argv)} did not start working within {timeout}s")
+            time.sleep(0.005)
+        # Ctrl-C at this very instant: freeze the group, queue SIGINT, let it run on.
+        os.killpg(p.pid, signal.SIGSTOP)
+        assert p.poll() is None, "the command ended before it could be interrupted"
+        os.killpg(p.pid, signal.SIGINT)
+        os.killpg(p.pid, signal.SIGCONT)
+        code = p.wait(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    for t in threads:
+        t.join(timeout=30)
+    return code, bytes(out), bytes(err)
+
+
+def assert_interrupted(code: int, err: bytes) -> None:
+    text = err.decode("utf-8", "replace")
+    assert "Traceback" not in text, text
+    assert code == 130, f"exit {code}: {text}"
+    assert text == "plog: interrupted\n", text
+
+
+def leftovers(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.name.endswith((".tmp", ".cleaned", ".swap")) or ".tmp-" in p.name)
+
+
+def consume_all(dd: Path, topic: str, *extra: str) -> list[str]:
+    return _must(["consume", topic, "-e", "-q", "-d", str(dd), *extra]).decode().splitlines()
+
+
+def verify_ok(dd: Path) -> None:
+    code, out, err = run(["verify", "-q", str(dd)], timeout=300)
+    assert code == 0, (out + err).decode(errors="replace")
+
+
+# -- the commands ------------------------------------------------------------------------------------
+
+
+def test_produce_from_a_big_pipe(copy):
+    segment = copy / "broker-1" / "fresh-0" / "00000000000000000000.log"
+    _must(["topics", "create", "fresh", "-d", str(copy)])
+    total = 3_000_000
+
+    def feed(stdin):
+        for start in range(0, total, 10_000):
+            stdin.write("".join(f"{i}\n" for i in range(start, start + 10_000)).encode())
+
+    def ready(p, out):  # several rounds are in the log already
+        return segment.exists() and segment.stat().st_size > 256 * 1024
+
+    code, _out, err = interrupt(["produce", "fresh", "-d", str(copy)], ready, feed=feed)
+    assert_interrupted(code, err)
+    assert leftovers(copy) == []
+    got = consume_all(copy, "fresh")
+    assert 0 < len(got) < total
+    assert got == [str(i) for i in range(len(got))], "the log is not an unbroken prefix of the input"
+    # The next producer appends after them.
+    _must(["produce", "fresh", "-q", "-d", str(copy)], stdin="after\n")
+    assert consume_all(copy, "fresh")[-2:] == [str(len(got) - 1), "after"]
+    verify_ok(copy)
+
+
+def test_consume_a_big_topic_with_a_group(data):
+    code, out, err = interrupt(["consume", "big", "-g", "reader", "-e", "-d", str(data)], wrote_output(200_000))
+    assert_interrupted(code, err)
+    seen = out.decode().splitlines()
+    if not out.endswith(b"\n"):
+        seen = seen[:-1]  # a line cut by the interrupt is not a delivered record
+    assert 0 < len(seen) < RECORDS
+    assert seen == [_value(i) for i in range(len(seen))]
+    # The group resumes at or before the first record it did not print: nothing is skipped.
+    rest = consume_all(data, "big", "-g", "reader")
+    first = int(rest[0].split()[0])
+    assert first <= len(seen)
+    assert rest == [_value(i) for i in range(first, RECORDS)]
+    _must(["groups", "delete", "reader", "-d", str(data)])
+
+
+def test_dump_a_big_segment(data):
+    segment = data / "broker-1" / "big-0" / "00000000000000000000.log"
+    code, out, err = interrupt(["dump", "--deep-iteration", "--print-data-log", str(segment)],
+                               wrote_output(100_000))
+    assert_interrupted(code, err)
+    assert out.startswith(f"Dumping {segment}\n".encode())
+    assert f"| offset: {RECORDS - 1} ".encode() not in out  # it stopped part-way
+
+
+def test_verify(data):
+    code, out, err = interrupt(["verify", "-j", "1", str(data)], opened_a_segment_of(data))
+    assert_interrupted(code, err)
+    verify_ok(data)
+
+
+def test_verify_with_worker_processes(data):
+    """Two worker processes get the SIGINT too: they end without a traceback of their own."""
+    code, out, err = interrupt(["verify", "-j", "2", str(data)], opened_a_segment_of(data))
+    assert_interrupted(code, err)
+
+
+def test_recover(copy):
+    os.unlink(copy / "broker-1" / ".kafka_cleanshutdown")  # an unclean shutdown: recovery has work
+    code, out, err = interrupt(["recover", "--all", "-j", "1", str(copy)], opened_a_segment_of(copy))
+    assert_interrupted(code, err)
+    _must(["recover", str(copy)])  # the next run finishes the job
+    assert leftovers(copy) == []
+    verify_ok(copy)
+    got = consume_all(copy, "big")
+    assert len(got) == RECORDS and got[-1] == _value(RECORDS - 1)
+
+
+def test_compact(copy):
+    code, out, err = interrupt(["compact", "--force", "-q", str(copy)], opened_a_segment_of(copy))
+    assert_interrupted(code, err)
+    _must(["compact", "--force", "-q", str(copy)])  # the next run cleans up and compacts
+    assert leftovers(copy) == []
+    verify_ok(copy)
+    latest = {}
+    for line in consume_all(copy, "keyed", "--format", "%k\t%v\n"):
+        key, value = line.split("\t")
+        latest[key] = value
+    want = {}
+    for i in range(KEYED_RECORDS):
+        key, value = _keyed(i).split("\t")
+        want[key] = value
+    assert latest == want
+
+
+def test_scan_with_worker_processes(data):
+    code, out, err = interrupt(["scan", "-j", "2", str(data)], opened_a_segment_of(data))
+    assert_interrupted(code, err)
+
+
+def test_scan_search_to_a_file_leaves_no_partial_file(data, tmp_path):
+    target = tmp_path / "matches.jsonl"
+    code, out, err = interrupt(["scan", "--mode", "search", "--value-contains", "v", "-j", "1",
+                                "-o", str(target), "--output-format", "jsonl", str(data)],
+                               opened_a_segment_of(data))
+    assert_interrupted(code, err)
+    assert sorted(os.listdir(tmp_path)) == [], "an interrupted scan -o left a file behind"
+
+
+def test_scan_search_to_a_file_keeps_the_old_file_on_interrupt(data, tmp_path):
+    """With --overwrite the old file stays whole until the new one is complete."""
+    target = tmp_path / "matches.jsonl"
+    target.write_text("the old results\n")
+    code, out, err = interrupt(["scan", "--mode", "search", "--value-contains", "v", "-j", "1", "--overwrite",
+                                "-o", str(target), "--output-format", "jsonl", str(data)],
+                               opened_a_segment_of(data))
+    assert_interrupted(code, err)
+    assert sorted(os.listdir(tmp_path)) == ["matches.jsonl"]
+    assert target.read_text() == "the old results\n"
+
+
+def test_completions_install_interrupted_while_writing(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while the script is being written (here: at its fsync) leaves the old script
+    and no temporary file."""
+    target = tmp_path / "plog.bash"
+    target.write_text("# the old script\n")
+
+    def interrupted(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", interrupted)
+    code, out, err = plog(capsys, "completions", "install", "bash", "--path", str(target))
+    assert code == 130 and err == "plog: interrupted\n", err
+    assert sorted(os.listdir(tmp_path)) == ["plog.bash"]
+    assert target.read_text() == "# the old script\n"
