@@ -166,7 +166,7 @@ def execute(
         if m.removed_from:
             details.append(f"deleted from {_ids(m.removed_from)}")
         status(f"{m.tp}: {what}: replicas {_ids(m.previous)} -> {_ids(m.replicas)}"
-              + (f" ({'; '.join(details)})" if details else ""))
+               + (f" ({'; '.join(details)})" if details else ""))
     names = ",".join(str(m.tp) for m in sorted(report.moves, key=lambda m: (m.tp.topic, m.tp.partition)))
     print(f"Successfully completed partition reassignment{'' if len(report.moves) == 1 else 's'} for {names}",
           file=sys.stderr)

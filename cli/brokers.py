@@ -149,8 +149,8 @@ def start(
     if not broker.running:
         truncated = len(report.truncations)
         status(f"broker {broker_id} started: {len(report.catch_ups)} replica(s) caught up, {truncated} truncated, "
-              f"{report.bytes} bytes fetched"
-              + (f"; offline partitions: {', '.join(offline)}" if offline else ""))
+               f"{report.bytes} bytes fetched"
+               + (f"; offline partitions: {', '.join(offline)}" if offline else ""))
 
 
 def _catch_up_line(c) -> str:

@@ -13,8 +13,6 @@ import os
 import sys
 import time
 
-_STARTED = time.monotonic()
-
 import typer
 
 from plog import __version__
@@ -68,8 +66,28 @@ def root(
 from . import assign, brokers, completions, consume, dump, groups, lookup, ls, maintain, produce, recover, scan, simulate, topics, verify  # noqa: E402,F401  (each registers its command)
 
 
+# What the root options set for the length of one run (the commands' options and worker
+# processes read them); put back afterwards, so an embedding process (the tests call main()
+# in-process) does not inherit `plog --quiet` from an earlier call.
+_RUN_ENV = ("PLOG_DEBUG", "PLOG_QUIET", "PLOG_VERBOSE", "NO_COLOR")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, turn errors into exit codes."""
+    saved = {k: os.environ.get(k) for k in _RUN_ENV}
+    started = time.monotonic()
+    try:
+        _run(argv)
+    finally:
+        _verbose_summary(argv if argv is not None else sys.argv[1:], started)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _run(argv: list[str] | None) -> None:
     from plog.engine.config import ConfigError
     from plog.engine.errors import EngineError
     from plog.formats.errors import FormatError
@@ -77,9 +95,6 @@ def main(argv: list[str] | None = None) -> None:
 
     from .errors import PlogCliError
 
-    import atexit
-
-    atexit.register(_verbose_summary, argv if argv is not None else sys.argv[1:])
     try:
         # Without standalone mode Click returns (not raises) the code of a typer.Exit.
         code = app(args=argv, prog_name="plog", standalone_mode=False)
@@ -124,17 +139,16 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(ExitCode.ERROR)
 
 
-def _verbose_summary(argv: list[str]) -> None:
+def _verbose_summary(argv: list[str], started: float) -> None:
     """``plog --verbose``: what the run cost, on stderr, however it ended."""
     if not os.environ.get("PLOG_VERBOSE"):
         return
     import resource
-    import time
 
     words = [a for a in argv if not a.startswith("-")][:2]
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    wall = time.monotonic() - _STARTED
+    wall = time.monotonic() - started
     rss_mib = max(me.ru_maxrss, kids.ru_maxrss) / 1024  # Linux: KiB
     try:
         print(f"plog {' '.join(words)}: {wall:.2f} s wall, {cpu:.2f} s CPU, peak RSS {rss_mib:.0f} MiB",

@@ -89,7 +89,7 @@ def create(
         status(f"Topic {name} already exists.")
     else:
         status(f"Created topic {name} with {topic.partitions} partition(s), replication factor "
-              f"{topic.replication_factor}.")
+               f"{topic.replication_factor}.")
 
 
 @topics_app.command(
@@ -195,7 +195,7 @@ def alter(
     topic = dd.alter_topic(name, partitions=partitions, set_configs=parse_key_values(config),
                            delete_configs=delete_config)
     status(f"Altered topic {name}: {topic.partitions} partition(s), configs "
-          f"{', '.join(f'{k}={v}' for k, v in sorted(topic.configs.items())) or '(defaults)'}.")
+           f"{', '.join(f'{k}={v}' for k, v in sorted(topic.configs.items())) or '(defaults)'}.")
 
 
 @topics_app.command(

@@ -49,3 +49,23 @@ def test_errors_are_one_line(tmp_path):
     assert "Found record size 5 smaller than minimum record overhead (14)" in r.stderr
     r = run("dump", "--no-such-option")
     assert r.returncode == 2
+
+
+def test_global_quiet_verbose_and_no_color(tmp_path, capsys, monkeypatch):
+    """`plog --quiet` silences every status line (here topics create's), `--verbose` adds
+    one cost line at the end, and neither outlives the run in an embedding process."""
+    import os
+
+    from cli_run import plog
+
+    for k in ("PLOG_QUIET", "PLOG_VERBOSE", "NO_COLOR"):
+        monkeypatch.delenv(k, raising=False)
+    dd = str(tmp_path / "dd")
+    code, _out, err = plog(capsys, "--quiet", "topics", "create", "a", "-d", dd)
+    assert code == 0 and err == ""
+    code, _out, err = plog(capsys, "topics", "create", "b", "-d", dd)
+    assert code == 0 and "Created topic b" in err  # the earlier --quiet did not stick
+    code, out, err = plog(capsys, "--verbose", "--no-color", "topics", "list", "-d", dd, "-f", "text")
+    assert code == 0 and out.split() == ["a", "1", "1", "-", "b", "1", "1", "-"]
+    assert err.startswith("plog topics list: ") and " s wall, " in err and "peak RSS" in err
+    assert not any(os.environ.get(k) for k in ("PLOG_QUIET", "PLOG_VERBOSE", "NO_COLOR"))
