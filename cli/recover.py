@@ -10,7 +10,7 @@ import typer
 
 from .errors import PlogCliError
 from .exit_codes import ExitCode
-from .main import app
+from .app import app
 from .maintain import PATH_HELP, format_option, quiet_option, resolve_path
 from .output import ReportFormat, emit_document
 
@@ -68,11 +68,12 @@ def recover(
         finish()
     _print(report, fmt)
     failed = [p for p in report.partitions if p.status == "failed"]
+    if failed:
+        # One line: the summary goes into the error rather than on a line of its own.
+        raise PlogCliError(f"{len(failed)} partition(s) could not be recovered "
+                           f"({_summary(report, dry_run=False)}); first: {failed[0].path}: {failed[0].reason}")
     if not quiet:
         sys.stderr.write(f"plog recover: {_summary(report, dry_run=False)}\n")
-    if failed:
-        raise PlogCliError(f"{len(failed)} partition(s) could not be recovered; first: {failed[0].path}: "
-                           f"{failed[0].reason}")
 
 
 def _print(obj, fmt: ReportFormat) -> None:

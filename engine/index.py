@@ -16,8 +16,10 @@ Lifecycle of an offset or time index (Kafka's ``AbstractIndex`` and ``LazyIndex`
    * an existing file is trusted as Kafka trusts it: ``entries = max_entries =
      floor(length / entry_size)``, zero-filled slots included (no scan). The segment calls
      ``resize(max_index_size)`` on the active segment to make room again (§7.5 items 2-4).
-3. **Use**: appends write through the mmap; lookups run the §7.6 warm-section binary search
-   of :mod:`plog.formats.indexes` directly on the mmap, bounded by the tracked entry count.
+3. **Use**: lookups run the §7.6 warm-section binary search of :mod:`plog.formats.indexes`
+   directly on the mmap, bounded by the tracked entry count. Appends write through the
+   mmap too, except the first entry to touch a page the file may not yet have storage for:
+   that one is written with ``pwrite`` (see "Full file systems" below).
 4. **Trim** (roll, close, after recovery): the file is cut to ``entries * entry_size``, so
    inactive segments have exact-size indexes and a crash leaves only the active one padded.
 5. **Close**: trim, unmap. The object goes back to state 1; a later use reopens the file
@@ -42,6 +44,15 @@ use), so there is no separate wrapper class.
 None of these classes is thread-safe: the owner (a segment, under its log's lock) calls
 them from one thread at a time; code that shares an index across threads locks around it.
 
+Full file systems: a preallocated index is a sparse file. Storing into a page of the map
+that has no block behind it makes the kernel allocate one at fault time, and when the file
+system is full that fault is SIGBUS, which kills the process (tmpfs allocates even to read a
+hole). So the first entry written into each page goes through ``pwrite``, which allocates the
+page or fails with ENOSPC as an ``OSError`` naming the file; later entries in that page go
+through the map (the page cache page is shared). Reads of slots that may be holes (the last
+slot of a file opened with its zero tail, the sanity check's ends) use ``pread``, which reads
+a hole as zeros without allocating it.
+
 A mapping is only as stable as the file: if another process shrinks a mapped index (a live
 Kafka broker trimming its active index at roll while plog reads it read-only), touching a
 slot past the new end raises SIGBUS. Kafka's own readers share the broker's process and
@@ -51,6 +62,7 @@ lock; offline readers of a live log directory should expect to see the files cha
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import mmap
 import os
@@ -68,6 +80,9 @@ from plog.formats.indexes import (
 _INT32_MAX = (1 << 31) - 1
 _PACK_OFFSET_ENTRY = struct.Struct(">ii").pack_into
 _PACK_TIME_ENTRY = struct.Struct(">qi").pack_into
+_PACK_OFFSET = struct.Struct(">ii").pack
+_PACK_TIME = struct.Struct(">qi").pack
+_PAGE = mmap.PAGESIZE
 
 # Sanity checks raise plog.engine.errors.CorruptIndexError (the formats error, re-exported).
 from .errors import EngineError, IndexFullError, InvalidOffsetError
@@ -179,6 +194,9 @@ class AbstractIndex:
         self._length = 0
         self._entries = 0
         self._max_entries = 0
+        #: Bytes from the start of the file whose pages are known to have storage (written
+        #: by us through ``pwrite`` since the last open or shrink): the map may store there.
+        self._backed = 0
 
     def __repr__(self) -> str:
         state = f"entries={self._entries}/{self._max_entries}" if self._loaded else "not loaded"
@@ -254,6 +272,7 @@ class AbstractIndex:
         # 4. Count: 0 for a new file, every whole slot for an existing one (§7.5 item 3).
         self._entries = 0 if created else self._max_entries
         self._flushed_entries = None
+        self._backed = 0
         self._loaded = True
         self._refresh_last()
 
@@ -272,11 +291,49 @@ class AbstractIndex:
         """Back to the unloaded state: the next use reopens the file from disk."""
         self._unmap()
         self._loaded = False
-        self._length = self._entries = self._max_entries = 0
+        self._length = self._entries = self._max_entries = self._backed = 0
 
     @property
     def _buf(self):
         return self._mm if self._mm is not None else b""
+
+    def _read_slots(self, first: int, count: int) -> bytes:
+        """Slots ``first .. first+count-1`` read with ``pread`` rather than through the map:
+        they may be holes of a preallocated file (see the module docstring)."""
+        size = self.entry_size
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return os.pread(fd, count * size, first * size)
+        finally:
+            os.close(fd)
+
+    def _store(self, pos: int, entry: bytes) -> None:
+        """Write one entry at byte ``pos`` of a page that may have no storage yet, with
+        ``pwrite`` of the whole page(s) it falls in: that allocates every block of those pages
+        or fails with ENOSPC, raised as an ``OSError`` naming the file, where a store through
+        the map would be SIGBUS. The rest of the page is read with ``pread`` first (a hole
+        reads as zeros without being allocated), so bytes past the entries stay as they were.
+        Afterwards the map may store into those pages."""
+        end = pos + len(entry)
+        lo = pos // _PAGE * _PAGE
+        hi = min(-(-end // _PAGE) * _PAGE, self._length)
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                page = bytearray(os.pread(fd, hi - lo, lo))
+                if len(page) < hi - lo:  # the file is shorter than we mapped: someone cut it
+                    raise OSError(errno.EIO, f"index file shrank to {lo + len(page)} bytes under us")
+                page[pos - lo:end - lo] = entry
+                view = memoryview(page)
+                at = lo
+                while view:
+                    written = os.pwrite(fd, view, at)
+                    view, at = view[written:], at + written
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, self._name) from None
+        self._backed = max(self._backed, hi)
 
     def _require_writable(self, action: str) -> None:
         if not self.writable:
@@ -349,6 +406,8 @@ class AbstractIndex:
             os.close(fd)
         self._length = rounded
         self._max_entries = rounded // size
+        # Cutting the file frees the pages past the cut; growing it adds holes.
+        self._backed = min(self._backed, rounded // _PAGE * _PAGE)
         self._flushed_entries = None  # a new map: the next flush syncs all of it
         if self._entries > self._max_entries:
             self._entries = self._max_entries
@@ -407,8 +466,16 @@ class AbstractIndex:
             self._mm.flush(start, entries * size - start)
         self._flushed_entries = entries
 
-    def _sanity(self, length: int, buf, name: str) -> None:  # pragma: no cover - overridden
+    def _sanity_ends(self, length: int, first: bytes | None, last: bytes | None,
+                     name: str) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def _slot(self, n: int) -> bytes:
+        # Within the pages we wrote, the map; elsewhere pread (the slot may be a hole).
+        size = self.entry_size
+        if (n + 1) * size <= self._backed:
+            return bytes(self._mm[n * size:(n + 1) * size])
+        return self._read_slots(n, 1)
 
     def sanity_check(self) -> None:
         """Kafka's ``sanityCheck``; raises :class:`CorruptIndexError` naming the file.
@@ -416,20 +483,24 @@ class AbstractIndex:
         Kafka checks the *tracked* entries (last entry against the base offset, and for the
         time index against the first timestamp) and then the file length. Right after
         opening, the tracked count is every whole slot of the file, so a crashed active
-        index with a zero tail is judged on that tail, exactly as Kafka judges it.
+        index with a zero tail is judged on that tail, exactly as Kafka judges it. Only the
+        first and last tracked slots are read.
         """
         self._ensure()
         size = self.entry_size
         name = self._name
-        if self._entries == self._length // size:
-            self._sanity(self._length, self._buf, name)
+        n = self._entries
+        first = self._slot(0) if n else None
+        last = self._slot(n - 1) if n else None
+        if n == self._length // size:
+            self._sanity_ends(self._length, first, last, name)
             return
         # The tracked count differs from the file's slots (appends to or truncation of a
         # preallocated file): the entry rules see the tracked entries only...
-        self._sanity(self._entries * size, self._buf, name)
+        self._sanity_ends(n * size, first, last, name)
         if self._length % size:
             # ...and the length rule sees the real length, for Kafka's exact message.
-            self._sanity(self._length, self._buf, name)
+            self._sanity_ends(self._length, first, last, name)
 
     # -- closing, files ----------------------------------------------------------------
 
@@ -491,7 +562,11 @@ class OffsetIndex(AbstractIndex):
         self._last_offset = base_offset
 
     def _refresh_last(self) -> None:
-        self._last_offset = ix.last_offset_entry(self._buf, self._entries, self.base_offset).offset
+        n = self._entries
+        if n == 0 or n * 8 <= self._backed:
+            self._last_offset = ix.last_offset_entry(self._buf, n, self.base_offset).offset
+        else:
+            self._last_offset = ix.last_offset_entry(self._read_slots(n - 1, 1), 1, self.base_offset).offset
 
     @property
     def last_offset(self) -> int:
@@ -544,8 +619,13 @@ class OffsetIndex(AbstractIndex):
             raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._name})")
         if not 0 <= position <= _INT32_MAX:
             raise ValueError(f"Position {position} does not fit an int32 index entry")
-        # Packed straight into the mapping: this runs once per batch during recovery.
-        _PACK_OFFSET_ENTRY(self._mm, entries * 8, relative, position)
+        # Packed straight into the mapping where its page is backed (this runs once per
+        # batch during recovery); the first entry of a page is a pwrite.
+        pos = entries * 8
+        if pos + 8 <= self._backed:
+            _PACK_OFFSET_ENTRY(self._mm, pos, relative, position)
+        else:
+            self._store(pos, _PACK_OFFSET(relative, position))
         self._entries = entries + 1
         self._last_offset = offset
 
@@ -553,8 +633,8 @@ class OffsetIndex(AbstractIndex):
         """Remove every entry with offset >= ``offset``."""
         self._truncate_to(offset, ix.OFFSET_INDEX_KEY)
 
-    def _sanity(self, length: int, buf, name: str) -> None:
-        ix.sanity_check_offset_index(length, buf, self.base_offset, name)
+    def _sanity_ends(self, length: int, first: bytes | None, last: bytes | None, name: str) -> None:
+        ix.sanity_check_offset_index_ends(length, last, self.base_offset, name)
 
 
 class TimeIndex(AbstractIndex):
@@ -578,7 +658,11 @@ class TimeIndex(AbstractIndex):
         self._last_entry = TimestampOffset(ix.NO_TIMESTAMP, base_offset)
 
     def _refresh_last(self) -> None:
-        self._last_entry = ix.last_time_entry(self._buf, self._entries, self.base_offset)
+        n = self._entries
+        if n == 0 or n * 12 <= self._backed:
+            self._last_entry = ix.last_time_entry(self._buf, n, self.base_offset)
+        else:
+            self._last_entry = ix.last_time_entry(self._read_slots(n - 1, 1), 1, self.base_offset)
 
     @property
     def last_entry(self) -> TimestampOffset:
@@ -639,7 +723,11 @@ class TimeIndex(AbstractIndex):
             raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._name})")
         if not _INT64_MIN <= timestamp <= _INT64_MAX:
             raise ValueError(f"Timestamp {timestamp} does not fit an int64 time index entry")
-        _PACK_TIME_ENTRY(self._mm, entries * 12, timestamp, relative)
+        pos = entries * 12
+        if pos + 12 <= self._backed:
+            _PACK_TIME_ENTRY(self._mm, pos, timestamp, relative)
+        else:
+            self._store(pos, _PACK_TIME(timestamp, relative))
         self._entries = entries + 1
         self._last_entry = TimestampOffset(timestamp, offset)
 
@@ -647,8 +735,8 @@ class TimeIndex(AbstractIndex):
         """Remove every entry whose OFFSET (the value field) is >= ``offset``."""
         self._truncate_to(offset, ix.TIME_INDEX_VALUE)
 
-    def _sanity(self, length: int, buf, name: str) -> None:
-        ix.sanity_check_time_index(length, buf, self.base_offset, name)
+    def _sanity_ends(self, length: int, first: bytes | None, last: bytes | None, name: str) -> None:
+        ix.sanity_check_time_index_ends(length, first, last, self.base_offset, name)
 
 
 class TransactionIndex:

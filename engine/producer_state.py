@@ -749,8 +749,9 @@ class ProducerStateManager:
             # for one), and the error names the file.
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            if isinstance(e, OSError) and e.filename is None:
-                raise OSError(e.errno, e.strerror, str(tmp)) from None
+            if isinstance(e, OSError) and e.filename in (None, str(tmp)):
+                # Name the snapshot the user would look for, not the temporary just removed.
+                raise OSError(e.errno, e.strerror, str(path)) from None
             raise
         if sync:
             _fsync_dir(self.log_dir)

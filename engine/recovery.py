@@ -1288,9 +1288,17 @@ def _recover_partition(task: _Task, progress: Progress | None) -> PartitionRecov
         fsync_dir(part)
     except Exception as e:  # noqa: BLE001 - one bad partition must not stop the others; reported as failed
         report.status = "failed"
-        report.reason = f"{type(e).__name__}: {e}"
+        report.reason = _failure_reason(e)
     report.bytes_validated = validated
     return report
+
+
+def _failure_reason(e: Exception) -> str:
+    """Why a partition failed, in one line: an I/O error as "what: file" (the file is the
+    useful part: a full disk, a permission), anything else with its type."""
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+    return " ".join(f"{type(e).__name__}: {e}".split())
 
 
 def _fill_from_load(report: PartitionRecovery, log, plan: PartitionPlan) -> None:

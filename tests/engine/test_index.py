@@ -933,3 +933,80 @@ def test_lazy_opening_no_descriptor_or_mapping_until_first_use(tmp_path):
         offset_indexes[k].close()
     assert _open_fds() == fds and _mappings_under(d) == []
     assert all(seg(d, k * 1000, ".index").read_bytes() == rel for k in used)
+
+
+# -- a full file system --------------------------------------------------------------------------
+
+_FULL_DISK_SCRIPT = r"""
+import errno, os, sys
+from plog.engine.index import OffsetIndex, TimeIndex
+d = sys.argv[1]
+# An index written earlier and left preallocated (a crash): its zero tail is holes.
+with open(os.path.join(d, "00000000000000000100.index"), "wb") as f:
+    f.write(bytes.fromhex("000000050000103600000082000020d0"))
+    f.truncate(10485760)
+with open(os.path.join(d, "00000000000000000100.timeindex"), "wb") as f:
+    f.write(bytes.fromhex("0000018bcfe56800000000050000018bcfe569f400000082"))
+    f.truncate(10485756)
+fd = os.open(os.path.join(d, "filler"), os.O_WRONLY | os.O_CREAT)
+try:
+    while True:
+        os.write(fd, bytes(4096))
+except OSError:
+    pass
+os.close(fd)
+results = []
+for cls, suffix in ((OffsetIndex, ".index"), (TimeIndex, ".timeindex")):
+    # Opening it (the last slot is a hole) and Kafka's sanity check read without allocating.
+    old = cls(os.path.join(d, "00000000000000000100" + suffix), 100)
+    results.append(old.entries)
+    try:
+        old.sanity_check()
+    except Exception as e:
+        results.append(type(e).__name__)
+    old.close_handler()
+    # Appending to a new one needs a page the file system cannot give.
+    new = cls(os.path.join(d, "00000000000000000200" + suffix), 200)
+    try:
+        if cls is OffsetIndex:
+            new.append(200, 0)
+        else:
+            new.maybe_append(1700000000000, 200)
+        results.append("appended")
+    except OSError as e:
+        results.append((errno.errorcode[e.errno], e.filename == os.path.abspath(new.path)))
+    results.append(new.entries)
+    new.close_handler()
+print(results)
+"""
+
+
+def test_a_full_file_system_is_an_oserror_naming_the_index_not_sigbus(tmp_path):
+    """On a full file system a store into (tmpfs: even a read of) an unallocated page of a
+    mapped file is SIGBUS, which kills the process. Indexes read possible holes with pread
+    and write the first entry of every page with pwrite, so the failure is ENOSPC naming the
+    file and nothing is counted as written. Run in a child: a regression kills it, not pytest."""
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root and mount(8): cannot simulate a full disk here")
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.decode(errors='replace').strip()}")
+    try:
+        child = subprocess.run([sys.executable, "-c", _FULL_DISK_SCRIPT, str(mnt)], capture_output=True,
+                               text=True, timeout=60)
+    finally:
+        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    assert child.returncode == 0, (child.returncode, child.stderr)
+    # Every slot trusted; Kafka's rules pass the offset index's zero last slot (offset ==
+    # base) and fail the time index's (timestamp 0 < the first); ENOSPC on append.
+    assert child.stdout.strip() == str([
+        1310720, ("ENOSPC", True), 0,
+        873813, "CorruptIndexError", ("ENOSPC", True), 0,
+    ])
