@@ -1,10 +1,10 @@
-"""The ``plog`` command tree and its one error boundary.
+"""The ``plog`` root command and the CLI's one error boundary.
 
-Every command module registers on :data:`app`. :func:`main` is the console-script
-entry point: it runs the Typer app and translates typed errors into one-line messages
-and exit codes (``exit_codes.ExitCode``) in this one place. Heavy modules (the engine,
-Rich, pyspark) are imported inside the commands that need them, so ``plog --help``
-starts fast.
+Every command module registers on :data:`app` when it is imported (``cli/main.py``
+imports them all; the console script, ``cli/entry.py``, only the one being run).
+:func:`main` runs the app and translates typed errors into one-line messages and exit
+codes (``exit_codes.ExitCode``) in this one place. Heavy modules (the engine, Rich,
+pyspark) are imported inside the commands that need them, so start-up stays short.
 """
 
 from __future__ import annotations
@@ -18,8 +18,21 @@ import typer
 from plog import __version__
 
 from .exit_codes import EPILOG, ExitCode
+from .registry import COMMAND_MODULES
+
+
+class _PlogGroup(typer.core.TyperGroup):
+    """The root group, listing commands in :data:`registry.COMMAND_MODULES` order rather than
+    in the order modules happened to register them (Typer puts sub-groups last)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        rank = {name: i for i, name in enumerate(COMMAND_MODULES)}
+        self.commands = dict(sorted(self.commands.items(), key=lambda kv: rank.get(kv[0], len(rank))))
+
 
 app = typer.Typer(
+    cls=_PlogGroup,
     name="plog",
     help=(
         "plog: an embedded Kafka-compatible log engine and an offline toolkit for Apache Kafka "
@@ -62,10 +75,6 @@ def root(
         os.environ["NO_COLOR"] = "1"
 
 
-# Command modules register themselves on import.
-from . import assign, brokers, completions, consume, dump, groups, lookup, ls, maintain, produce, recover, scan, simulate, topics, verify  # noqa: E402,F401  (each registers its command)
-
-
 # What the root options set for the length of one run (the commands' options and worker
 # processes read them); put back afterwards, so an embedding process (the tests call main()
 # in-process) does not inherit `plog --quiet` from an earlier call.
@@ -97,7 +106,7 @@ def _run(argv: list[str] | None) -> None:
 
     try:
         # Without standalone mode Click returns (not raises) the code of a typer.Exit.
-        code = app(args=argv, prog_name="plog", standalone_mode=False)
+        code = _command()(args=argv, prog_name="plog", standalone_mode=False)
         if code == ExitCode.INTERRUPTED:
             # Typer turns a KeyboardInterrupt raised by a command into Exit(130) and returns
             # the code; no command raises Exit(130) itself, so this is Ctrl-C.
@@ -137,6 +146,30 @@ def _run(argv: list[str] | None) -> None:
         print(f"plog: internal error: {type(e).__name__}: {_one_line(e)} (run with --debug for a traceback)",
               file=sys.stderr)
         sys.exit(ExitCode.ERROR)
+
+
+def _command():
+    """The Click command for :data:`app` as registered so far, with readable metavars.
+
+    Typer's Click would print a value's Python type (``--buffer-size <str>``); options
+    are shown with the name users type instead (``--buffer-size BUFFER_SIZE``, numbers as
+    INT/FLOAT), as in the man pages. Choices keep Click's ``[a|b|c]``.
+    """
+    from typer.main import get_command
+
+    from .metavars import option_metavar
+
+    def fill(cmd) -> None:
+        for p in cmd.params:
+            if p.metavar is None and type(p).__name__.endswith("Option") and not getattr(p, "is_flag", False) \
+                    and not getattr(p.type, "choices", None):
+                p.metavar = option_metavar(p)
+        for sub in getattr(cmd, "commands", {}).values():
+            fill(sub)
+
+    cmd = get_command(app)
+    fill(cmd)
+    return cmd
 
 
 def _verbose_summary(argv: list[str], started: float) -> None:

@@ -11,7 +11,7 @@ import typer
 
 from .common import data_dir_option, open_data_dir, quiet_option
 from .exit_codes import ExitCode
-from .main import app
+from .app import app
 from .output import ListFormat, ReportFormat, emit, emit_document, list_format_option, report_format_option, status
 
 assign_app = typer.Typer(

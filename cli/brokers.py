@@ -8,7 +8,7 @@ import sys
 import typer
 
 from .common import data_dir_option, open_data_dir
-from .main import app
+from .app import app
 from .output import ListFormat, ReportFormat, emit, emit_document, list_format_option, report_format_option, status
 
 brokers_app = typer.Typer(

@@ -9,8 +9,10 @@ regenerated, which the test suite checks.
 from __future__ import annotations
 
 import enum
-import typing
 from dataclasses import dataclass, field
+
+from .metavars import choices as _choices
+from .metavars import option_metavar
 
 # What a parameter's value names, for dynamic completion from the data directory. Keyed by
 # the parameter's Python name (the same name means the same thing across commands).
@@ -92,34 +94,6 @@ class CommandDoc:
         return [c for c in self.walk() if not c.is_group and c.path]
 
 
-def _choices(annotation) -> tuple[str, ...]:
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return tuple(str(m.value) for m in annotation)
-    args = typing.get_args(annotation)
-    for a in args:
-        if isinstance(a, type) and issubclass(a, enum.Enum):
-            return tuple(str(m.value) for m in a)
-    return ()
-
-
-def _metavar(p, annotation, choices, is_argument: bool) -> str:
-    if p.metavar:
-        return p.metavar.strip("[]. ") or p.name.upper()
-    # Named after the option as users type it (--format FORMAT), not the Python name.
-    longest = max(p.opts, key=len) if not is_argument and p.opts else p.name
-    word = longest.lstrip("-").replace("-", "_").upper()
-    if choices:
-        return word
-    base = annotation
-    if typing.get_origin(annotation) in (list, tuple):
-        base = typing.get_args(annotation)[0]
-    if base is int:
-        return "INT"
-    if base is float:
-        return "FLOAT"
-    return word
-
-
 def _default(p) -> str | None:
     d = p.default
     if d is None or d is False or d == () or d == []:
@@ -132,10 +106,9 @@ def _default(p) -> str | None:
 
 
 def _param(p) -> ParamDoc:
-    annotation = p.type_descriptor.annotation
     is_argument = type(p).__name__.endswith("Argument")
-    choices = _choices(annotation)
-    multiple = bool(getattr(p, "multiple", False)) or p.nargs == -1 or typing.get_origin(annotation) in (list, tuple)
+    choices = _choices(p)
+    multiple = bool(getattr(p, "multiple", False)) or p.nargs == -1
     is_flag = bool(getattr(p, "is_flag", False))
     return ParamDoc(
         name=p.name,
@@ -146,7 +119,7 @@ def _param(p) -> ParamDoc:
         multiple=multiple,
         required=bool(p.required),
         choices=choices,
-        metavar=_metavar(p, annotation, choices, is_argument),
+        metavar=option_metavar(p),
         default=None if is_flag else _default(p),
         envvar=p.envvar if isinstance(p.envvar, str) else None,
         hidden=bool(getattr(p, "hidden", False)),

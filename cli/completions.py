@@ -25,7 +25,7 @@ import typer
 from .common import data_dir_option
 from .errors import PlogCliError
 from .exit_codes import ExitCode
-from .main import app
+from .app import app
 
 completions_app = typer.Typer(
     help="Shell completions for bash, zsh and fish: commands, options, choices, and topic, group and "
@@ -151,7 +151,12 @@ def _atomic_write(target: Path, text: str) -> None:
     target = target.expanduser()
     if target.is_dir():
         raise PlogCliError(f"{target} is a directory (give --path a file name)")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        # mkdir's "File exists" for `--path some-file/name` says nothing useful.
+        blocker = next(p for p in [target.parent, *target.parent.parents] if p.exists())
+        raise PlogCliError(f"cannot install to {target}: {blocker} is not a directory") from None
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "w", encoding="utf-8") as f:

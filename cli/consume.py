@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from .common import data_dir_option, open_data_dir, quiet_option
-from .main import app
+from .app import app
 
 NAMED_FORMATS = ("text", "jsonl", "json")
 
@@ -60,6 +60,7 @@ def consume(
 ) -> None:
     """Consume records: from offsets, times or a group's committed position; follow or exit at the end."""
     from plog.engine.consumer import Consumer
+    from plog.engine.errors import InvalidOffsetSpecError
     from plog.engine.offset_spec import parse_offset_range
     import json
 
@@ -71,7 +72,10 @@ def consume(
         if offset is not None:
             raise typer.BadParameter("give --from-beginning or --offset, not both", param_hint="--offset")
         offset = "earliest"
-    rng = parse_offset_range(offset or "earliest")
+    try:
+        rng = parse_offset_range(offset or "earliest")
+    except InvalidOffsetSpecError as e:
+        raise typer.BadParameter(str(e), param_hint="--offset") from None
     if group is not None and not partition:
         if rng.end is not None or rng.start.kind not in ("earliest", "latest", "committed"):
             raise typer.BadParameter("with --group, --offset is earliest or latest (where partitions without a "

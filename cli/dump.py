@@ -12,7 +12,7 @@ import typer
 from .errors import PlogCliError
 from .output import ReportFormat
 from .exit_codes import ExitCode
-from .main import app
+from .app import app
 
 _GLOB_CHARS = set("*?[")
 

@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 
 from .common import data_dir_option, open_data_dir, quiet_option
-from .main import app
+from .app import app
 from .output import ListFormat, emit, list_format_option, status
 
 groups_app = typer.Typer(

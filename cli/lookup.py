@@ -9,7 +9,7 @@ import typer
 
 from .errors import PlogCliError
 from .output import ReportFormat, emit_document, report_format_option
-from .main import app
+from .app import app
 
 
 @app.command(

@@ -11,7 +11,7 @@ from .common import quiet_option
 from .output import ListFormat, emit, emit_document, list_format_option, use_color
 
 from .errors import PlogCliError
-from .main import app
+from .app import app
 
 
 @app.command(
@@ -46,6 +46,9 @@ def ls(
             dirs = inventory(path, quick=quick, topic=topic, progress=status.update)
     except (EngineError, NotAKafkaPathError) as e:
         raise PlogCliError(str(e)) from e
+    if topic is not None and not any(d.partitions for d in dirs):
+        # kcat's "Unknown topic": a mistyped name is not an empty topic.
+        raise PlogCliError(f"no partition of topic {topic!r} in {path}")
     if fmt is ListFormat.json:
         # The whole picture: log dirs (shutdown state, checkpoints) holding their partitions.
         emit_document(to_json(dirs, segments), fmt)

@@ -13,7 +13,7 @@ from .common import DEFAULT_DATA_DIR
 from .common import quiet_option as _quiet_option
 from .output import ReportFormat, emit_document, report_format_option
 from .errors import PlogCliError
-from .main import app
+from .app import app
 
 DATA_DIR_ENV = "PLOG_DATA_DIR"
 

@@ -12,7 +12,7 @@ import typer
 
 from .common import data_dir_option, open_data_dir, quiet_option
 from .errors import PlogCliError
-from .main import app
+from .app import app
 from .output import parse_key_values
 
 
@@ -156,10 +156,19 @@ def produce(
         finally:
             if source is not sys.stdin.buffer:
                 source.close()
-    if not quiet:
-        _summary(topic, producer)
     if error is not None:
-        raise error
+        # One line: what was produced before the failure goes into the error itself.
+        done = _summary_text(topic, producer)
+        raise PlogCliError(f"{_error_text(error)} ({done} before it)" if done else _error_text(error),
+                           getattr(error, "exit_code", None)) from None
+    if not quiet:
+        print(_summary_text(topic, producer) or f"produced 0 record(s) to {topic}", file=sys.stderr)
+
+
+def _error_text(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.filename is not None:
+        return f"{e.strerror or e}: {e.filename}"
+    return " ".join(str(e).split())
 
 
 def _open_input(file: str | None):
@@ -209,8 +218,11 @@ def _lines(source, producer):
                 yield line + b"\n"
 
 
-def _summary(topic: str, producer) -> None:
+def _summary_text(topic: str, producer) -> str:
+    """``produced N record(s) to T: partition P: offsets A..B (n); ...``, or "" for none."""
     stats = sorted(producer.stats.items(), key=lambda kv: kv[0].partition)
     total = sum(s[2] for _, s in stats)
+    if not total:
+        return ""
     parts = "; ".join(f"partition {tp.partition}: offsets {s[0]}..{s[1]} ({s[2]})" for tp, s in stats)
-    print(f"produced {total} record(s) to {topic}" + (f": {parts}" if parts else ""), file=sys.stderr)
+    return f"produced {total} record(s) to {topic}: {parts}"

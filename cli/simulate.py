@@ -14,7 +14,7 @@ import typer
 from .errors import PlogCliError
 from .exit_codes import ExitCode
 from .output import ReportFormat, emit_document, status
-from .main import app
+from .app import app
 
 
 class Truncation(str, Enum):

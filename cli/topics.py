@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from .common import data_dir_option, open_data_dir
-from .main import app
+from .app import app
 from .output import ListFormat, emit, list_format_option, parse_key_values, status
 
 topics_app = typer.Typer(

@@ -13,7 +13,7 @@ from .common import quiet_option
 
 from .errors import PlogCliError
 from .exit_codes import ExitCode
-from .main import app
+from .app import app
 from .output import ReportFormat, emit_document
 from .progress import byte_progress
 

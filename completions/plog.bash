@@ -15,16 +15,100 @@
 _plog_spec() {
     case $1 in
     '')
-        subs='consume dump lookup ls retention compact maintain produce recover scan simulate init verify assign brokers completions groups topics'
+        subs='init topics produce consume groups ls dump lookup verify recover retention compact maintain scan simulate assign brokers completions'
         opts='--version --debug --quiet -q --verbose -v --no-color -h --help'
         vopts=''
         args=''
+        ;;
+    'init')
+        subs=''
+        opts='--brokers -b --rack --broker-config --data-dir -d -h --help'
+        vopts='--brokers -b --rack --broker-config --data-dir -d'
+        args=''
+        ;;
+    'topics')
+        subs='create list describe alter delete'
+        opts='-h --help'
+        vopts=''
+        args=''
+        ;;
+    'topics create')
+        subs=''
+        opts='--partitions -p --replication-factor -r --config -c --replica-assignment --if-not-exists --data-dir -d -h --help'
+        vopts='--partitions -p --replication-factor -r --config -c --replica-assignment --data-dir -d'
+        args='topic'
+        ;;
+    'topics list')
+        subs=''
+        opts='--format -f --internal --data-dir -d -h --help'
+        vopts='--format -f --data-dir -d'
+        args=''
+        ;;
+    'topics describe')
+        subs=''
+        opts='--format -f --under-replicated-partitions --unavailable-partitions --under-min-isr-partitions --data-dir -d -h --help'
+        vopts='--format -f --data-dir -d'
+        args='topic*'
+        ;;
+    'topics alter')
+        subs=''
+        opts='--partitions -p --config -c --delete-config --data-dir -d -h --help'
+        vopts='--partitions -p --config -c --delete-config --data-dir -d'
+        args='topic'
+        ;;
+    'topics delete')
+        subs=''
+        opts='--if-exists --data-dir -d -h --help'
+        vopts='--data-dir -d'
+        args='topic*'
+        ;;
+    'produce')
+        subs=''
+        opts='--file -F --input-format -i --parse-key -K --key-separator --headers --headers-delimiter --headers-separator --headers-key-separator --null-marker --header -H --partition -p --repartition --compression -z --batch-size --linger-ms --acks --idempotence --no-idempotence --create --no-create --quiet -q --data-dir -d -h --help'
+        vopts='--file -F --input-format -i --key-separator --headers-delimiter --headers-separator --headers-key-separator --null-marker --header -H --partition -p --compression -z --batch-size --linger-ms --acks --data-dir -d'
+        args='topic'
         ;;
     'consume')
         subs=''
         opts='--group -g --partition -p --offset -o --from-beginning --count -c --exit-at-end -e --format -f --isolation-level --commit --no-commit --assignment-strategy --quiet -q --data-dir -d -h --help'
         vopts='--group -g --partition -p --offset -o --count -c --format -f --isolation-level --assignment-strategy --data-dir -d'
         args='topic'
+        ;;
+    'groups')
+        subs='list describe reset-offsets delete'
+        opts='-h --help'
+        vopts=''
+        args=''
+        ;;
+    'groups list')
+        subs=''
+        opts='--state --format -f --data-dir -d -h --help'
+        vopts='--state --format -f --data-dir -d'
+        args=''
+        ;;
+    'groups describe')
+        subs=''
+        opts='--all-groups --members --state --verbose -v --quiet -q --format -f --data-dir -d -h --help'
+        vopts='--format -f --data-dir -d'
+        args='group*'
+        ;;
+    'groups reset-offsets')
+        subs=''
+        opts='--topic -t --all-topics --to-earliest --to-latest --to-offset --shift-by --to-datetime --by-duration --to-current --from-file --to --dry-run --execute --export --quiet -q --format -f --data-dir -d -h --help'
+        vopts='--topic -t --to-offset --shift-by --to-datetime --by-duration --from-file --to --format -f --data-dir -d'
+        args='group'
+        ;;
+    'groups delete')
+        subs=''
+        opts='--data-dir -d -h --help'
+        vopts='--data-dir -d'
+        args='group*'
+        ;;
+    'ls')
+        subs=''
+        opts='--format -f --segments -s --quick --topic --quiet -q -h --help'
+        vopts='--format -f --topic'
+        args='path'
         ;;
     'dump')
         subs=''
@@ -38,10 +122,16 @@ _plog_spec() {
         vopts='--offset -o --timestamp -t --topic --partition -p --format -f'
         args='path'
         ;;
-    'ls')
+    'verify')
         subs=''
-        opts='--format -f --segments -s --quick --topic --quiet -q -h --help'
-        vopts='--format -f --topic'
+        opts='--format -f --strict --jobs -j --max-findings --quiet -q -h --help'
+        vopts='--format -f --jobs -j --max-findings'
+        args='path*'
+        ;;
+    'recover')
+        subs=''
+        opts='--dry-run -n --all --salvage --jobs -j --format -f --quiet -q -h --help'
+        vopts='--jobs -j --format -f'
         args='path'
         ;;
     'retention')
@@ -62,18 +152,6 @@ _plog_spec() {
         vopts='--data-dir -d --buffer-size --topic -t --now --format -f'
         args='path'
         ;;
-    'produce')
-        subs=''
-        opts='--file -F --input-format -i --parse-key -K --key-separator --headers --headers-delimiter --headers-separator --headers-key-separator --null-marker --header -H --partition -p --repartition --compression -z --batch-size --linger-ms --acks --idempotence --no-idempotence --create --no-create --quiet -q --data-dir -d -h --help'
-        vopts='--file -F --input-format -i --key-separator --headers-delimiter --headers-separator --headers-key-separator --null-marker --header -H --partition -p --compression -z --batch-size --linger-ms --acks --data-dir -d'
-        args='topic'
-        ;;
-    'recover')
-        subs=''
-        opts='--dry-run -n --all --salvage --jobs -j --format -f --quiet -q -h --help'
-        vopts='--jobs -j --format -f'
-        args='path'
-        ;;
     'scan')
         subs=''
         opts='--mode -m --spark --master --conf --jobs -j --unit-size --topic -t --offset-range --time-range --key --key-hex --value-contains --value-contains-hex --header --sql --output -o --output-format --overwrite --format -f --max-findings --quiet -q -h --help'
@@ -85,18 +163,6 @@ _plog_spec() {
         opts='--data-dir -d --keep --truncation --format -f -h --help'
         vopts='--data-dir -d --truncation --format -f'
         args='file'
-        ;;
-    'init')
-        subs=''
-        opts='--brokers -b --rack --broker-config --data-dir -d -h --help'
-        vopts='--brokers -b --rack --broker-config --data-dir -d'
-        args=''
-        ;;
-    'verify')
-        subs=''
-        opts='--format -f --strict --jobs -j --max-findings --quiet -q -h --help'
-        vopts='--format -f --jobs -j --max-findings'
-        args='path*'
         ;;
     'assign')
         subs='generate execute verify preferred-leaders report'
@@ -176,72 +242,6 @@ _plog_spec() {
         vopts='--path'
         args='choice=bash|zsh|fish'
         ;;
-    'groups')
-        subs='list describe reset-offsets delete'
-        opts='-h --help'
-        vopts=''
-        args=''
-        ;;
-    'groups list')
-        subs=''
-        opts='--state --format -f --data-dir -d -h --help'
-        vopts='--state --format -f --data-dir -d'
-        args=''
-        ;;
-    'groups describe')
-        subs=''
-        opts='--all-groups --members --state --verbose -v --quiet -q --format -f --data-dir -d -h --help'
-        vopts='--format -f --data-dir -d'
-        args='group*'
-        ;;
-    'groups reset-offsets')
-        subs=''
-        opts='--topic -t --all-topics --to-earliest --to-latest --to-offset --shift-by --to-datetime --by-duration --to-current --from-file --to --dry-run --execute --export --quiet -q --format -f --data-dir -d -h --help'
-        vopts='--topic -t --to-offset --shift-by --to-datetime --by-duration --from-file --to --format -f --data-dir -d'
-        args='group'
-        ;;
-    'groups delete')
-        subs=''
-        opts='--data-dir -d -h --help'
-        vopts='--data-dir -d'
-        args='group*'
-        ;;
-    'topics')
-        subs='create list describe alter delete'
-        opts='-h --help'
-        vopts=''
-        args=''
-        ;;
-    'topics create')
-        subs=''
-        opts='--partitions -p --replication-factor -r --config -c --replica-assignment --if-not-exists --data-dir -d -h --help'
-        vopts='--partitions -p --replication-factor -r --config -c --replica-assignment --data-dir -d'
-        args='topic'
-        ;;
-    'topics list')
-        subs=''
-        opts='--format -f --internal --data-dir -d -h --help'
-        vopts='--format -f --data-dir -d'
-        args=''
-        ;;
-    'topics describe')
-        subs=''
-        opts='--format -f --under-replicated-partitions --unavailable-partitions --under-min-isr-partitions --data-dir -d -h --help'
-        vopts='--format -f --data-dir -d'
-        args='topic*'
-        ;;
-    'topics alter')
-        subs=''
-        opts='--partitions -p --config -c --delete-config --data-dir -d -h --help'
-        vopts='--partitions -p --config -c --delete-config --data-dir -d'
-        args='topic'
-        ;;
-    'topics delete')
-        subs=''
-        opts='--if-exists --data-dir -d -h --help'
-        vopts='--data-dir -d'
-        args='topic*'
-        ;;
     *) return 1 ;;
     esac
 }
@@ -250,14 +250,37 @@ _plog_spec() {
 # topic, group, broker (from the data directory), path, file, dir, choice=WORD|WORD... or none.
 _plog_opt_kind() {
     case "$1 $2" in
+    'init --data-dir' | 'init -d') kind='dir' ;;
+    'topics create --data-dir' | 'topics create -d') kind='dir' ;;
+    'topics list --format' | 'topics list -f') kind='choice=table|text|json|jsonl|csv' ;;
+    'topics list --data-dir' | 'topics list -d') kind='dir' ;;
+    'topics describe --format' | 'topics describe -f') kind='choice=table|text|json|jsonl|csv' ;;
+    'topics describe --data-dir' | 'topics describe -d') kind='dir' ;;
+    'topics alter --data-dir' | 'topics alter -d') kind='dir' ;;
+    'topics delete --data-dir' | 'topics delete -d') kind='dir' ;;
+    'produce --file' | 'produce -F') kind='file' ;;
+    'produce --input-format' | 'produce -i') kind='choice=lines|jsonl' ;;
+    'produce --compression' | 'produce -z') kind='choice=none|gzip|snappy|lz4|zstd' ;;
+    'produce --data-dir' | 'produce -d') kind='dir' ;;
     'consume --group' | 'consume -g') kind='group' ;;
     'consume --data-dir' | 'consume -d') kind='dir' ;;
+    'groups list --format' | 'groups list -f') kind='choice=table|text|json|jsonl|csv' ;;
+    'groups list --data-dir' | 'groups list -d') kind='dir' ;;
+    'groups describe --format' | 'groups describe -f') kind='choice=table|text|json|jsonl|csv' ;;
+    'groups describe --data-dir' | 'groups describe -d') kind='dir' ;;
+    'groups reset-offsets --topic' | 'groups reset-offsets -t') kind='topic' ;;
+    'groups reset-offsets --from-file') kind='file' ;;
+    'groups reset-offsets --format' | 'groups reset-offsets -f') kind='choice=table|text|json|jsonl|csv' ;;
+    'groups reset-offsets --data-dir' | 'groups reset-offsets -d') kind='dir' ;;
+    'groups delete --data-dir' | 'groups delete -d') kind='dir' ;;
+    'ls --format' | 'ls -f') kind='choice=table|text|json|jsonl|csv' ;;
+    'ls --topic') kind='topic' ;;
     'dump --files') kind='file' ;;
     'dump --format' | 'dump -f') kind='choice=text|json|jsonl' ;;
     'lookup --topic') kind='topic' ;;
     'lookup --format' | 'lookup -f') kind='choice=text|json|jsonl' ;;
-    'ls --format' | 'ls -f') kind='choice=table|text|json|jsonl|csv' ;;
-    'ls --topic') kind='topic' ;;
+    'verify --format' | 'verify -f') kind='choice=text|json|jsonl' ;;
+    'recover --format' | 'recover -f') kind='choice=text|json|jsonl' ;;
     'retention --server-properties') kind='file' ;;
     'retention --topic' | 'retention -t') kind='topic' ;;
     'retention --format' | 'retention -f') kind='choice=text|json|jsonl' ;;
@@ -267,11 +290,6 @@ _plog_opt_kind() {
     'maintain --data-dir' | 'maintain -d') kind='dir' ;;
     'maintain --topic' | 'maintain -t') kind='topic' ;;
     'maintain --format' | 'maintain -f') kind='choice=text|json|jsonl' ;;
-    'produce --file' | 'produce -F') kind='file' ;;
-    'produce --input-format' | 'produce -i') kind='choice=lines|jsonl' ;;
-    'produce --compression' | 'produce -z') kind='choice=none|gzip|snappy|lz4|zstd' ;;
-    'produce --data-dir' | 'produce -d') kind='dir' ;;
-    'recover --format' | 'recover -f') kind='choice=text|json|jsonl' ;;
     'scan --mode' | 'scan -m') kind='choice=stats|search|verify|sql' ;;
     'scan --topic' | 'scan -t') kind='topic' ;;
     'scan --output' | 'scan -o') kind='file' ;;
@@ -280,8 +298,6 @@ _plog_opt_kind() {
     'simulate --data-dir' | 'simulate -d') kind='dir' ;;
     'simulate --truncation') kind='choice=leader-epoch|high-watermark' ;;
     'simulate --format' | 'simulate -f') kind='choice=text|json|jsonl' ;;
-    'init --data-dir' | 'init -d') kind='dir' ;;
-    'verify --format' | 'verify -f') kind='choice=text|json|jsonl' ;;
     'assign generate --topics-to-move-json-file') kind='file' ;;
     'assign generate --format' | 'assign generate -f') kind='choice=text|json|jsonl' ;;
     'assign generate --data-dir' | 'assign generate -d') kind='dir' ;;
@@ -303,22 +319,6 @@ _plog_opt_kind() {
     'brokers start --format' | 'brokers start -f') kind='choice=text|json|jsonl' ;;
     'brokers start --data-dir' | 'brokers start -d') kind='dir' ;;
     'completions install --path') kind='file' ;;
-    'groups list --format' | 'groups list -f') kind='choice=table|text|json|jsonl|csv' ;;
-    'groups list --data-dir' | 'groups list -d') kind='dir' ;;
-    'groups describe --format' | 'groups describe -f') kind='choice=table|text|json|jsonl|csv' ;;
-    'groups describe --data-dir' | 'groups describe -d') kind='dir' ;;
-    'groups reset-offsets --topic' | 'groups reset-offsets -t') kind='topic' ;;
-    'groups reset-offsets --from-file') kind='file' ;;
-    'groups reset-offsets --format' | 'groups reset-offsets -f') kind='choice=table|text|json|jsonl|csv' ;;
-    'groups reset-offsets --data-dir' | 'groups reset-offsets -d') kind='dir' ;;
-    'groups delete --data-dir' | 'groups delete -d') kind='dir' ;;
-    'topics create --data-dir' | 'topics create -d') kind='dir' ;;
-    'topics list --format' | 'topics list -f') kind='choice=table|text|json|jsonl|csv' ;;
-    'topics list --data-dir' | 'topics list -d') kind='dir' ;;
-    'topics describe --format' | 'topics describe -f') kind='choice=table|text|json|jsonl|csv' ;;
-    'topics describe --data-dir' | 'topics describe -d') kind='dir' ;;
-    'topics alter --data-dir' | 'topics alter -d') kind='dir' ;;
-    'topics delete --data-dir' | 'topics delete -d') kind='dir' ;;
     *) kind=none ;;
     esac
 }

@@ -11,17 +11,17 @@
 function __plog_subs --argument-names key
     switch $key
         case ''
-            printf '%s\n' 'consume' 'dump' 'lookup' 'ls' 'retention' 'compact' 'maintain' 'produce' 'recover' 'scan' 'simulate' 'init' 'verify' 'assign' 'brokers' 'completions' 'groups' 'topics'
+            printf '%s\n' 'init' 'topics' 'produce' 'consume' 'groups' 'ls' 'dump' 'lookup' 'verify' 'recover' 'retention' 'compact' 'maintain' 'scan' 'simulate' 'assign' 'brokers' 'completions'
+        case 'topics'
+            printf '%s\n' 'create' 'list' 'describe' 'alter' 'delete'
+        case 'groups'
+            printf '%s\n' 'list' 'describe' 'reset-offsets' 'delete'
         case 'assign'
             printf '%s\n' 'generate' 'execute' 'verify' 'preferred-leaders' 'report'
         case 'brokers'
             printf '%s\n' 'list' 'stop' 'start'
         case 'completions'
             printf '%s\n' 'show' 'install'
-        case 'groups'
-            printf '%s\n' 'list' 'describe' 'reset-offsets' 'delete'
-        case 'topics'
-            printf '%s\n' 'create' 'list' 'describe' 'alter' 'delete'
     end
 end
 
@@ -76,30 +76,108 @@ end
 complete -c plog -f
 
 # plog
+complete -c plog -n '__plog_is \'\'' -a 'init' -d 'Create a data directory: a small Kafka cluster of N brokers on this disk.'
+complete -c plog -n '__plog_is \'\'' -a 'topics' -d 'Create, list, describe, alter and delete topics of a data directory.'
+complete -c plog -n '__plog_is \'\'' -a 'produce' -d 'Produce records from stdin or a file: lines (with keys and headers) or binary-safe jsonl.'
 complete -c plog -n '__plog_is \'\'' -a 'consume' -d 'Consume records: from offsets, times or a group\'s committed position; follow or exit at the end.'
+complete -c plog -n '__plog_is \'\'' -a 'groups' -d 'List, describe, reset the offsets of, and delete consumer groups (kafka-consumer-groups.sh).'
+complete -c plog -n '__plog_is \'\'' -a 'ls' -d 'List the topics, partitions and segments of Kafka log directories: offsets, sizes, time ranges, codecs, checkpoints, and whether the broker shut down cleanly.'
 complete -c plog -n '__plog_is \'\'' -a 'dump' -d 'Print the contents of Kafka segment, index, snapshot and checkpoint files, exactly as Kafka\'s kafka-dump-log.sh (DumpLogSegments) prints them.'
 complete -c plog -n '__plog_is \'\'' -a 'lookup' -d 'Find where an offset or a timestamp lives in a Kafka partition, with Kafka\'s own algorithm: the segment, the index entry, the file position and the batch header.'
-complete -c plog -n '__plog_is \'\'' -a 'ls' -d 'List the topics, partitions and segments of Kafka log directories: offsets, sizes, time ranges, codecs, checkpoints, and whether the broker shut down cleanly.'
+complete -c plog -n '__plog_is \'\'' -a 'verify' -d 'Check Kafka log files without modifying them: batch CRCs and framing, offsets, .index/.timeindex/.txnindex against the log, producer snapshots, checkpoints, partition.metadata.'
+complete -c plog -n '__plog_is \'\'' -a 'recover' -d 'Recover Kafka log directories after a crash, as a broker does at start-up.'
 complete -c plog -n '__plog_is \'\'' -a 'retention' -d 'Apply Kafka\'s delete policy: retention.ms, retention.bytes and the log start offset.'
 complete -c plog -n '__plog_is \'\'' -a 'compact' -d 'Compact logs with Kafka\'s log cleaner (cleanup.policy=compact).'
 complete -c plog -n '__plog_is \'\'' -a 'maintain' -d 'Run retention and compaction once for a data directory (or any PATH).'
-complete -c plog -n '__plog_is \'\'' -a 'produce' -d 'Produce records from stdin or a file: lines (with keys and headers) or binary-safe jsonl.'
-complete -c plog -n '__plog_is \'\'' -a 'recover' -d 'Recover Kafka log directories after a crash, as a broker does at start-up.'
 complete -c plog -n '__plog_is \'\'' -a 'scan' -d 'Scan whole Kafka log directories: statistics, record search, verification or SQL, split into byte-range work units run in local processes or on Apache Spark.'
 complete -c plog -n '__plog_is \'\'' -a 'simulate' -d 'Run a replication scenario (produce, fetch, crash, start, elections, expectations) and print the timeline of log end offsets and high watermarks per replica.'
-complete -c plog -n '__plog_is \'\'' -a 'init' -d 'Create a data directory: a small Kafka cluster of N brokers on this disk.'
-complete -c plog -n '__plog_is \'\'' -a 'verify' -d 'Check Kafka log files without modifying them: batch CRCs and framing, offsets, .index/.timeindex/.txnindex against the log, producer snapshots, checkpoints, partition.metadata.'
 complete -c plog -n '__plog_is \'\'' -a 'assign' -d 'Move partition replicas between brokers, with Kafka\'s reassignment JSON (kafka-reassign-partitions.sh), and report leaders and placement.'
 complete -c plog -n '__plog_is \'\'' -a 'brokers' -d 'List, stop and start the brokers of a data directory: leader elections, ISR changes and follower catch-up, as Kafka\'s controller and replica fetchers do them.'
 complete -c plog -n '__plog_is \'\'' -a 'completions' -d 'Shell completions for bash, zsh and fish: commands, options, choices, and topic, group and broker names and partition folders from the data directory.'
-complete -c plog -n '__plog_is \'\'' -a 'groups' -d 'List, describe, reset the offsets of, and delete consumer groups (kafka-consumer-groups.sh).'
-complete -c plog -n '__plog_is \'\'' -a 'topics' -d 'Create, list, describe, alter and delete topics of a data directory.'
 complete -c plog -n '__plog_is \'\'' -l version -d 'Print the version and exit.'
 complete -c plog -n '__plog_is \'\'' -l debug -d 'Show a traceback on errors.'
 complete -c plog -n '__plog_is \'\'' -l quiet -s q -d 'No progress bars and no status lines on stderr, for every command ($PLOG_QUIET).'
 complete -c plog -n '__plog_is \'\'' -l verbose -s v -d 'At the end, the command\'s wall time, CPU time and peak memory on stderr.'
 complete -c plog -n '__plog_is \'\'' -l no-color -d 'No colour or styles, even on a terminal (as NO_COLOR=1).'
 complete -c plog -n '__plog_is \'\'' -s h -l help -d 'Show this message and exit.'
+
+# plog init
+complete -c plog -n '__plog_is \'init\'' -l brokers -s b -x -d 'Number of brokers.'
+complete -c plog -n '__plog_is \'init\'' -l rack -x -d 'Rack of each broker, in order (all or none).'
+complete -c plog -n '__plog_is \'init\'' -l broker-config -x -d 'Broker setting key=value for the engine\'s maintenance (repeatable).'
+complete -c plog -n '__plog_is \'init\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
+complete -c plog -n '__plog_is \'init\'' -s h -l help -d 'Show this message and exit.'
+
+# plog topics
+complete -c plog -n '__plog_is \'topics\'' -a 'create' -d 'Create a topic with Kafka\'s replica placement.'
+complete -c plog -n '__plog_is \'topics\'' -a 'list' -d 'List the topics of a data directory.'
+complete -c plog -n '__plog_is \'topics\'' -a 'describe' -d 'Describe topics: leaders, epochs, replicas, ISRs, offsets, sizes and problems.'
+complete -c plog -n '__plog_is \'topics\'' -a 'alter' -d 'Add partitions to a topic or change its configs.'
+complete -c plog -n '__plog_is \'topics\'' -a 'delete' -d 'Delete topics and every replica of their partitions.'
+complete -c plog -n '__plog_is \'topics\'' -s h -l help -d 'Show this message and exit.'
+
+# plog topics create
+complete -c plog -n '__plog_is \'topics create\'' -l partitions -s p -x -d 'Number of partitions (default 1).'
+complete -c plog -n '__plog_is \'topics create\'' -l replication-factor -s r -x -d 'Replicas per partition (default 1).'
+complete -c plog -n '__plog_is \'topics create\'' -l config -s c -x -d 'Topic config key=value (repeatable).'
+complete -c plog -n '__plog_is \'topics create\'' -l replica-assignment -x -d 'Replica lists by hand, e.g. 1:2,2:3,3:1.'
+complete -c plog -n '__plog_is \'topics create\'' -l if-not-exists -d 'Succeed quietly if the topic exists.'
+complete -c plog -n '__plog_is \'topics create\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
+complete -c plog -n '__plog_is \'topics create\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'topics create\'' -a '(__plog_values topic)'
+
+# plog topics list
+complete -c plog -n '__plog_is \'topics list\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format: table (aligned, with a header), text (tab-separated, no header, for cut/awk), json, jsonl (one object per line) or csv.'
+complete -c plog -n '__plog_is \'topics list\'' -l internal -d 'Include internal topics.'
+complete -c plog -n '__plog_is \'topics list\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
+complete -c plog -n '__plog_is \'topics list\'' -s h -l help -d 'Show this message and exit.'
+
+# plog topics describe
+complete -c plog -n '__plog_is \'topics describe\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format: table (aligned, with a header), text (tab-separated, no header, for cut/awk), json, jsonl (one object per line) or csv.'
+complete -c plog -n '__plog_is \'topics describe\'' -l under-replicated-partitions -d 'Only partitions whose ISR is smaller than their replica list.'
+complete -c plog -n '__plog_is \'topics describe\'' -l unavailable-partitions -d 'Only partitions with no leader.'
+complete -c plog -n '__plog_is \'topics describe\'' -l under-min-isr-partitions -d 'Only partitions whose ISR is smaller than min.insync.replicas (or that have no leader).'
+complete -c plog -n '__plog_is \'topics describe\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
+complete -c plog -n '__plog_is \'topics describe\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'topics describe\'' -a '(__plog_values topic)'
+
+# plog topics alter
+complete -c plog -n '__plog_is \'topics alter\'' -l partitions -s p -x -d 'New (larger) partition count.'
+complete -c plog -n '__plog_is \'topics alter\'' -l config -s c -x -d 'Set a config key=value (repeatable).'
+complete -c plog -n '__plog_is \'topics alter\'' -l delete-config -x -d 'Reset a config to its default.'
+complete -c plog -n '__plog_is \'topics alter\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
+complete -c plog -n '__plog_is \'topics alter\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'topics alter\'' -a '(__plog_values topic)'
+
+# plog topics delete
+complete -c plog -n '__plog_is \'topics delete\'' -l if-exists -d 'Succeed quietly for a missing topic.'
+complete -c plog -n '__plog_is \'topics delete\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
+complete -c plog -n '__plog_is \'topics delete\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'topics delete\'' -a '(__plog_values topic)'
+
+# plog produce
+complete -c plog -n '__plog_is \'produce\'' -l file -s F -r -F -d 'Read this file instead of stdin.'
+complete -c plog -n '__plog_is \'produce\'' -l input-format -s i -x -a 'lines jsonl' -d 'Input format.'
+complete -c plog -n '__plog_is \'produce\'' -l parse-key -s K -d 'Lines carry a key before --key-separator.'
+complete -c plog -n '__plog_is \'produce\'' -l key-separator -x -d 'Key/value separator (implies --parse-key; default TAB).'
+complete -c plog -n '__plog_is \'produce\'' -l headers -d 'Lines start with headers (k:v,k2:v2<TAB>).'
+complete -c plog -n '__plog_is \'produce\'' -l headers-delimiter -x -d 'Ends the header list.'
+complete -c plog -n '__plog_is \'produce\'' -l headers-separator -x -d 'Separates header pairs.'
+complete -c plog -n '__plog_is \'produce\'' -l headers-key-separator -x -d 'Separates a header key and value.'
+complete -c plog -n '__plog_is \'produce\'' -l null-marker -x -d 'Text that means null (tombstone).'
+complete -c plog -n '__plog_is \'produce\'' -l header -s H -x -d 'Add header key=value to every record.'
+complete -c plog -n '__plog_is \'produce\'' -l partition -s p -x -d 'Send every record here.'
+complete -c plog -n '__plog_is \'produce\'' -l repartition -d 'jsonl: ignore the input\'s partition fields, use the partitioner.'
+complete -c plog -n '__plog_is \'produce\'' -l compression -s z -x -a 'none gzip snappy lz4 zstd' -d 'Batch codec.'
+complete -c plog -n '__plog_is \'produce\'' -l batch-size -x -d 'batch.size in bytes.'
+complete -c plog -n '__plog_is \'produce\'' -l linger-ms -x -d 'Longest a record waits while input keeps coming (input that pauses is sent at once).'
+complete -c plog -n '__plog_is \'produce\'' -l acks -x -d '0, 1 or all (default all: acknowledged once every in-sync replica has the records; min.insync.replicas applies).'
+complete -c plog -n '__plog_is \'produce\'' -l idempotence -l no-idempotence -d 'Producer id and sequence numbers (Kafka\'s default).'
+complete -c plog -n '__plog_is \'produce\'' -l create -l no-create -d 'Create a missing topic (1 partition).'
+complete -c plog -n '__plog_is \'produce\'' -l quiet -s q -d 'No summary on stderr.'
+complete -c plog -n '__plog_is \'produce\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
+complete -c plog -n '__plog_is \'produce\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'produce\'' -a '(__plog_values topic)'
 
 # plog consume
 complete -c plog -n '__plog_is \'consume\'' -l group -s g -x -a '(__plog_values group)' -d 'Consumer group (subscribe, commit offsets).'
@@ -116,6 +194,65 @@ complete -c plog -n '__plog_is \'consume\'' -l quiet -s q -d 'No summary on stde
 complete -c plog -n '__plog_is \'consume\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
 complete -c plog -n '__plog_is \'consume\'' -s h -l help -d 'Show this message and exit.'
 complete -c plog -n '__plog_is \'consume\'' -a '(__plog_values topic)'
+
+# plog groups
+complete -c plog -n '__plog_is \'groups\'' -a 'list' -d 'List consumer groups with their state, protocol and member count.'
+complete -c plog -n '__plog_is \'groups\'' -a 'describe' -d 'Describe consumer groups: committed offsets, log end offsets and lag per partition.'
+complete -c plog -n '__plog_is \'groups\'' -a 'reset-offsets' -d 'Reset a group\'s committed offsets with any of Kafka\'s strategies (dry run by default).'
+complete -c plog -n '__plog_is \'groups\'' -a 'delete' -d 'Delete consumer groups that have no active members.'
+complete -c plog -n '__plog_is \'groups\'' -s h -l help -d 'Show this message and exit.'
+
+# plog groups list
+complete -c plog -n '__plog_is \'groups list\'' -l state -x -d 'Only groups in these states (comma-separated).'
+complete -c plog -n '__plog_is \'groups list\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format: table (aligned, with a header), text (tab-separated, no header, for cut/awk), json, jsonl (one object per line) or csv.'
+complete -c plog -n '__plog_is \'groups list\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
+complete -c plog -n '__plog_is \'groups list\'' -s h -l help -d 'Show this message and exit.'
+
+# plog groups describe
+complete -c plog -n '__plog_is \'groups describe\'' -l all-groups -d 'Describe every group.'
+complete -c plog -n '__plog_is \'groups describe\'' -l members -d 'List the members instead of the partitions.'
+complete -c plog -n '__plog_is \'groups describe\'' -l state -d 'Show the group\'s state instead of the partitions.'
+complete -c plog -n '__plog_is \'groups describe\'' -l verbose -s v -d 'More columns (leader epoch; assignments).'
+complete -c plog -n '__plog_is \'groups describe\'' -l quiet -s q -d 'No notes on stderr (empty or rebalancing group).'
+complete -c plog -n '__plog_is \'groups describe\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format: table (aligned, with a header), text (tab-separated, no header, for cut/awk), json, jsonl (one object per line) or csv.'
+complete -c plog -n '__plog_is \'groups describe\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
+complete -c plog -n '__plog_is \'groups describe\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'groups describe\'' -a '(__plog_values group)'
+
+# plog groups reset-offsets
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l topic -s t -x -a '(__plog_values topic)' -d 'Topic, or topic:0,1,2 (repeatable).'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l all-topics -d 'Every partition the group has an offset for.'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l to-earliest -d 'The log start offset.'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l to-latest -d 'The log end offset.'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l to-offset -x -d 'An absolute offset.'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l shift-by -x -d 'Move the committed offset by N (+/-).'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l to-datetime -x -d 'The first offset at/after a time.'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l by-duration -x -d 'The first offset at/after now minus an ISO-8601 duration (PT1H).'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l to-current -d 'The current committed offset.'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l from-file -r -F -d 'A CSV plan (topic,partition,offset).'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l to -x -d 'An offset in plog\'s offset language.'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l dry-run -d 'Only print the plan (the default).'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l execute -d 'Commit the plan.'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l export -d 'Print the plan as CSV (topic,partition,offset).'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l quiet -s q -d 'No summary on stderr.'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format (default table).'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'groups reset-offsets\'' -a '(__plog_values group)'
+
+# plog groups delete
+complete -c plog -n '__plog_is \'groups delete\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
+complete -c plog -n '__plog_is \'groups delete\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'groups delete\'' -a '(__plog_values group)'
+
+# plog ls
+complete -c plog -n '__plog_is \'ls\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format: table (aligned, with a header), text (tab-separated, no header, for cut/awk), json, jsonl (one object per line) or csv.'
+complete -c plog -n '__plog_is \'ls\'' -l segments -s s -d 'Also list every segment.'
+complete -c plog -n '__plog_is \'ls\'' -l quick -d 'Skip the header walk of all but the last segment.'
+complete -c plog -n '__plog_is \'ls\'' -l topic -x -a '(__plog_values topic)' -d 'Only this topic\'s partitions.'
+complete -c plog -n '__plog_is \'ls\'' -l quiet -s q -d 'No progress on stderr.'
+complete -c plog -n '__plog_is \'ls\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'ls\'' -F -a '(__plog_values partition)'
 
 # plog dump
 complete -c plog -n '__plog_is \'dump\'' -l files -r -F -d 'Comma-separated list of files, as Kafka spells it.'
@@ -146,14 +283,24 @@ complete -c plog -n '__plog_is \'lookup\'' -l format -s f -x -a 'text json jsonl
 complete -c plog -n '__plog_is \'lookup\'' -s h -l help -d 'Show this message and exit.'
 complete -c plog -n '__plog_is \'lookup\'' -F -a '(__plog_values partition)'
 
-# plog ls
-complete -c plog -n '__plog_is \'ls\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format: table (aligned, with a header), text (tab-separated, no header, for cut/awk), json, jsonl (one object per line) or csv.'
-complete -c plog -n '__plog_is \'ls\'' -l segments -s s -d 'Also list every segment.'
-complete -c plog -n '__plog_is \'ls\'' -l quick -d 'Skip the header walk of all but the last segment.'
-complete -c plog -n '__plog_is \'ls\'' -l topic -x -a '(__plog_values topic)' -d 'Only this topic\'s partitions.'
-complete -c plog -n '__plog_is \'ls\'' -l quiet -s q -d 'No progress on stderr.'
-complete -c plog -n '__plog_is \'ls\'' -s h -l help -d 'Show this message and exit.'
-complete -c plog -n '__plog_is \'ls\'' -F -a '(__plog_values partition)'
+# plog verify
+complete -c plog -n '__plog_is \'verify\'' -l format -s f -x -a 'text json jsonl' -d 'text (path:position: severity[check]: message), json (one document) or jsonl (one object per finding).'
+complete -c plog -n '__plog_is \'verify\'' -l strict -d 'Count warnings as problems (exit 3).'
+complete -c plog -n '__plog_is \'verify\'' -l jobs -s j -x -d 'Verify partitions in this many processes (default: the number of cores).'
+complete -c plog -n '__plog_is \'verify\'' -l max-findings -x -d 'Show at most this many findings of one check per file (0: all); the rest are counted in the summary.'
+complete -c plog -n '__plog_is \'verify\'' -l quiet -s q -d 'No summary line and no progress bar.'
+complete -c plog -n '__plog_is \'verify\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'verify\'' -F -a '(__plog_values partition)'
+
+# plog recover
+complete -c plog -n '__plog_is \'recover\'' -l dry-run -s n -d 'Change nothing; print the plan (exit 3 when there is work to do).'
+complete -c plog -n '__plog_is \'recover\'' -l all -d 'Revalidate every segment, not only those from the recovery point on.'
+complete -c plog -n '__plog_is \'recover\'' -l salvage -d 'Quarantine damaged bytes in the middle of a segment and keep the valid batches after them.'
+complete -c plog -n '__plog_is \'recover\'' -l jobs -s j -x -d 'Recover partitions in this many processes (default: the cores).'
+complete -c plog -n '__plog_is \'recover\'' -l format -s f -x -a 'text json jsonl' -d 'Output format: text (for people), json, or jsonl (the JSON document on one line).'
+complete -c plog -n '__plog_is \'recover\'' -l quiet -s q -d 'No summary on stderr, no progress bar.'
+complete -c plog -n '__plog_is \'recover\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'recover\'' -F -a '(__plog_values partition)'
 
 # plog retention
 complete -c plog -n '__plog_is \'retention\'' -l dry-run -s n -d 'Change nothing; print what would be deleted.'
@@ -197,40 +344,6 @@ complete -c plog -n '__plog_is \'maintain\'' -l quiet -s q -d 'No summary on std
 complete -c plog -n '__plog_is \'maintain\'' -s h -l help -d 'Show this message and exit.'
 complete -c plog -n '__plog_is \'maintain\'' -F -a '(__plog_values partition)'
 
-# plog produce
-complete -c plog -n '__plog_is \'produce\'' -l file -s F -r -F -d 'Read this file instead of stdin.'
-complete -c plog -n '__plog_is \'produce\'' -l input-format -s i -x -a 'lines jsonl' -d 'Input format.'
-complete -c plog -n '__plog_is \'produce\'' -l parse-key -s K -d 'Lines carry a key before --key-separator.'
-complete -c plog -n '__plog_is \'produce\'' -l key-separator -x -d 'Key/value separator (implies --parse-key; default TAB).'
-complete -c plog -n '__plog_is \'produce\'' -l headers -d 'Lines start with headers (k:v,k2:v2<TAB>).'
-complete -c plog -n '__plog_is \'produce\'' -l headers-delimiter -x -d 'Ends the header list.'
-complete -c plog -n '__plog_is \'produce\'' -l headers-separator -x -d 'Separates header pairs.'
-complete -c plog -n '__plog_is \'produce\'' -l headers-key-separator -x -d 'Separates a header key and value.'
-complete -c plog -n '__plog_is \'produce\'' -l null-marker -x -d 'Text that means null (tombstone).'
-complete -c plog -n '__plog_is \'produce\'' -l header -s H -x -d 'Add header key=value to every record.'
-complete -c plog -n '__plog_is \'produce\'' -l partition -s p -x -d 'Send every record here.'
-complete -c plog -n '__plog_is \'produce\'' -l repartition -d 'jsonl: ignore the input\'s partition fields, use the partitioner.'
-complete -c plog -n '__plog_is \'produce\'' -l compression -s z -x -a 'none gzip snappy lz4 zstd' -d 'Batch codec.'
-complete -c plog -n '__plog_is \'produce\'' -l batch-size -x -d 'batch.size in bytes.'
-complete -c plog -n '__plog_is \'produce\'' -l linger-ms -x -d 'Longest a record waits while input keeps coming (input that pauses is sent at once).'
-complete -c plog -n '__plog_is \'produce\'' -l acks -x -d '0, 1 or all (default all: acknowledged once every in-sync replica has the records; min.insync.replicas applies).'
-complete -c plog -n '__plog_is \'produce\'' -l idempotence -l no-idempotence -d 'Producer id and sequence numbers (Kafka\'s default).'
-complete -c plog -n '__plog_is \'produce\'' -l create -l no-create -d 'Create a missing topic (1 partition).'
-complete -c plog -n '__plog_is \'produce\'' -l quiet -s q -d 'No summary on stderr.'
-complete -c plog -n '__plog_is \'produce\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
-complete -c plog -n '__plog_is \'produce\'' -s h -l help -d 'Show this message and exit.'
-complete -c plog -n '__plog_is \'produce\'' -a '(__plog_values topic)'
-
-# plog recover
-complete -c plog -n '__plog_is \'recover\'' -l dry-run -s n -d 'Change nothing; print the plan (exit 3 when there is work to do).'
-complete -c plog -n '__plog_is \'recover\'' -l all -d 'Revalidate every segment, not only those from the recovery point on.'
-complete -c plog -n '__plog_is \'recover\'' -l salvage -d 'Quarantine damaged bytes in the middle of a segment and keep the valid batches after them.'
-complete -c plog -n '__plog_is \'recover\'' -l jobs -s j -x -d 'Recover partitions in this many processes (default: the cores).'
-complete -c plog -n '__plog_is \'recover\'' -l format -s f -x -a 'text json jsonl' -d 'Output format: text (for people), json, or jsonl (the JSON document on one line).'
-complete -c plog -n '__plog_is \'recover\'' -l quiet -s q -d 'No summary on stderr, no progress bar.'
-complete -c plog -n '__plog_is \'recover\'' -s h -l help -d 'Show this message and exit.'
-complete -c plog -n '__plog_is \'recover\'' -F -a '(__plog_values partition)'
-
 # plog scan
 complete -c plog -n '__plog_is \'scan\'' -l mode -s m -x -a 'stats search verify sql' -d 'stats (default), search, verify or sql.'
 complete -c plog -n '__plog_is \'scan\'' -l spark -d 'Run on Apache Spark (default master local[*]).'
@@ -263,22 +376,6 @@ complete -c plog -n '__plog_is \'simulate\'' -l truncation -x -a 'leader-epoch h
 complete -c plog -n '__plog_is \'simulate\'' -l format -s f -x -a 'text json jsonl' -d 'text: the timeline; json: the whole report as one document; jsonl: the same on one line.'
 complete -c plog -n '__plog_is \'simulate\'' -s h -l help -d 'Show this message and exit.'
 complete -c plog -n '__plog_is \'simulate\'' -F
-
-# plog init
-complete -c plog -n '__plog_is \'init\'' -l brokers -s b -x -d 'Number of brokers.'
-complete -c plog -n '__plog_is \'init\'' -l rack -x -d 'Rack of each broker, in order (all or none).'
-complete -c plog -n '__plog_is \'init\'' -l broker-config -x -d 'Broker setting key=value for the engine\'s maintenance (repeatable).'
-complete -c plog -n '__plog_is \'init\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
-complete -c plog -n '__plog_is \'init\'' -s h -l help -d 'Show this message and exit.'
-
-# plog verify
-complete -c plog -n '__plog_is \'verify\'' -l format -s f -x -a 'text json jsonl' -d 'text (path:position: severity[check]: message), json (one document) or jsonl (one object per finding).'
-complete -c plog -n '__plog_is \'verify\'' -l strict -d 'Count warnings as problems (exit 3).'
-complete -c plog -n '__plog_is \'verify\'' -l jobs -s j -x -d 'Verify partitions in this many processes (default: the number of cores).'
-complete -c plog -n '__plog_is \'verify\'' -l max-findings -x -d 'Show at most this many findings of one check per file (0: all); the rest are counted in the summary.'
-complete -c plog -n '__plog_is \'verify\'' -l quiet -s q -d 'No summary line and no progress bar.'
-complete -c plog -n '__plog_is \'verify\'' -s h -l help -d 'Show this message and exit.'
-complete -c plog -n '__plog_is \'verify\'' -F -a '(__plog_values partition)'
 
 # plog assign
 complete -c plog -n '__plog_is \'assign\'' -a 'generate' -d 'Propose a reassignment of whole topics onto a list of brokers.'
@@ -359,100 +456,3 @@ complete -c plog -n '__plog_is \'completions show\'' -a 'bash zsh fish'
 complete -c plog -n '__plog_is \'completions install\'' -l path -r -F -d 'Write here instead of the shell\'s standard place.'
 complete -c plog -n '__plog_is \'completions install\'' -s h -l help -d 'Show this message and exit.'
 complete -c plog -n '__plog_is \'completions install\'' -a 'bash zsh fish'
-
-# plog groups
-complete -c plog -n '__plog_is \'groups\'' -a 'list' -d 'List consumer groups with their state, protocol and member count.'
-complete -c plog -n '__plog_is \'groups\'' -a 'describe' -d 'Describe consumer groups: committed offsets, log end offsets and lag per partition.'
-complete -c plog -n '__plog_is \'groups\'' -a 'reset-offsets' -d 'Reset a group\'s committed offsets with any of Kafka\'s strategies (dry run by default).'
-complete -c plog -n '__plog_is \'groups\'' -a 'delete' -d 'Delete consumer groups that have no active members.'
-complete -c plog -n '__plog_is \'groups\'' -s h -l help -d 'Show this message and exit.'
-
-# plog groups list
-complete -c plog -n '__plog_is \'groups list\'' -l state -x -d 'Only groups in these states (comma-separated).'
-complete -c plog -n '__plog_is \'groups list\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format: table (aligned, with a header), text (tab-separated, no header, for cut/awk), json, jsonl (one object per line) or csv.'
-complete -c plog -n '__plog_is \'groups list\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
-complete -c plog -n '__plog_is \'groups list\'' -s h -l help -d 'Show this message and exit.'
-
-# plog groups describe
-complete -c plog -n '__plog_is \'groups describe\'' -l all-groups -d 'Describe every group.'
-complete -c plog -n '__plog_is \'groups describe\'' -l members -d 'List the members instead of the partitions.'
-complete -c plog -n '__plog_is \'groups describe\'' -l state -d 'Show the group\'s state instead of the partitions.'
-complete -c plog -n '__plog_is \'groups describe\'' -l verbose -s v -d 'More columns (leader epoch; assignments).'
-complete -c plog -n '__plog_is \'groups describe\'' -l quiet -s q -d 'No notes on stderr (empty or rebalancing group).'
-complete -c plog -n '__plog_is \'groups describe\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format: table (aligned, with a header), text (tab-separated, no header, for cut/awk), json, jsonl (one object per line) or csv.'
-complete -c plog -n '__plog_is \'groups describe\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
-complete -c plog -n '__plog_is \'groups describe\'' -s h -l help -d 'Show this message and exit.'
-complete -c plog -n '__plog_is \'groups describe\'' -a '(__plog_values group)'
-
-# plog groups reset-offsets
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l topic -s t -x -a '(__plog_values topic)' -d 'Topic, or topic:0,1,2 (repeatable).'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l all-topics -d 'Every partition the group has an offset for.'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l to-earliest -d 'The log start offset.'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l to-latest -d 'The log end offset.'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l to-offset -x -d 'An absolute offset.'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l shift-by -x -d 'Move the committed offset by N (+/-).'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l to-datetime -x -d 'The first offset at/after a time.'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l by-duration -x -d 'The first offset at/after now minus an ISO-8601 duration (PT1H).'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l to-current -d 'The current committed offset.'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l from-file -r -F -d 'A CSV plan (topic,partition,offset).'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l to -x -d 'An offset in plog\'s offset language.'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l dry-run -d 'Only print the plan (the default).'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l execute -d 'Commit the plan.'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l export -d 'Print the plan as CSV (topic,partition,offset).'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l quiet -s q -d 'No summary on stderr.'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format (default table).'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -s h -l help -d 'Show this message and exit.'
-complete -c plog -n '__plog_is \'groups reset-offsets\'' -a '(__plog_values group)'
-
-# plog groups delete
-complete -c plog -n '__plog_is \'groups delete\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
-complete -c plog -n '__plog_is \'groups delete\'' -s h -l help -d 'Show this message and exit.'
-complete -c plog -n '__plog_is \'groups delete\'' -a '(__plog_values group)'
-
-# plog topics
-complete -c plog -n '__plog_is \'topics\'' -a 'create' -d 'Create a topic with Kafka\'s replica placement.'
-complete -c plog -n '__plog_is \'topics\'' -a 'list' -d 'List the topics of a data directory.'
-complete -c plog -n '__plog_is \'topics\'' -a 'describe' -d 'Describe topics: leaders, epochs, replicas, ISRs, offsets, sizes and problems.'
-complete -c plog -n '__plog_is \'topics\'' -a 'alter' -d 'Add partitions to a topic or change its configs.'
-complete -c plog -n '__plog_is \'topics\'' -a 'delete' -d 'Delete topics and every replica of their partitions.'
-complete -c plog -n '__plog_is \'topics\'' -s h -l help -d 'Show this message and exit.'
-
-# plog topics create
-complete -c plog -n '__plog_is \'topics create\'' -l partitions -s p -x -d 'Number of partitions (default 1).'
-complete -c plog -n '__plog_is \'topics create\'' -l replication-factor -s r -x -d 'Replicas per partition (default 1).'
-complete -c plog -n '__plog_is \'topics create\'' -l config -s c -x -d 'Topic config key=value (repeatable).'
-complete -c plog -n '__plog_is \'topics create\'' -l replica-assignment -x -d 'Replica lists by hand, e.g. 1:2,2:3,3:1.'
-complete -c plog -n '__plog_is \'topics create\'' -l if-not-exists -d 'Succeed quietly if the topic exists.'
-complete -c plog -n '__plog_is \'topics create\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
-complete -c plog -n '__plog_is \'topics create\'' -s h -l help -d 'Show this message and exit.'
-complete -c plog -n '__plog_is \'topics create\'' -a '(__plog_values topic)'
-
-# plog topics list
-complete -c plog -n '__plog_is \'topics list\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format: table (aligned, with a header), text (tab-separated, no header, for cut/awk), json, jsonl (one object per line) or csv.'
-complete -c plog -n '__plog_is \'topics list\'' -l internal -d 'Include internal topics.'
-complete -c plog -n '__plog_is \'topics list\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
-complete -c plog -n '__plog_is \'topics list\'' -s h -l help -d 'Show this message and exit.'
-
-# plog topics describe
-complete -c plog -n '__plog_is \'topics describe\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format: table (aligned, with a header), text (tab-separated, no header, for cut/awk), json, jsonl (one object per line) or csv.'
-complete -c plog -n '__plog_is \'topics describe\'' -l under-replicated-partitions -d 'Only partitions whose ISR is smaller than their replica list.'
-complete -c plog -n '__plog_is \'topics describe\'' -l unavailable-partitions -d 'Only partitions with no leader.'
-complete -c plog -n '__plog_is \'topics describe\'' -l under-min-isr-partitions -d 'Only partitions whose ISR is smaller than min.insync.replicas (or that have no leader).'
-complete -c plog -n '__plog_is \'topics describe\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
-complete -c plog -n '__plog_is \'topics describe\'' -s h -l help -d 'Show this message and exit.'
-complete -c plog -n '__plog_is \'topics describe\'' -a '(__plog_values topic)'
-
-# plog topics alter
-complete -c plog -n '__plog_is \'topics alter\'' -l partitions -s p -x -d 'New (larger) partition count.'
-complete -c plog -n '__plog_is \'topics alter\'' -l config -s c -x -d 'Set a config key=value (repeatable).'
-complete -c plog -n '__plog_is \'topics alter\'' -l delete-config -x -d 'Reset a config to its default.'
-complete -c plog -n '__plog_is \'topics alter\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
-complete -c plog -n '__plog_is \'topics alter\'' -s h -l help -d 'Show this message and exit.'
-complete -c plog -n '__plog_is \'topics alter\'' -a '(__plog_values topic)'
-
-# plog topics delete
-complete -c plog -n '__plog_is \'topics delete\'' -l if-exists -d 'Succeed quietly for a missing topic.'
-complete -c plog -n '__plog_is \'topics delete\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
-complete -c plog -n '__plog_is \'topics delete\'' -s h -l help -d 'Show this message and exit.'
-complete -c plog -n '__plog_is \'topics delete\'' -a '(__plog_values topic)'

@@ -413,6 +413,7 @@ def plan_scan(paths: Iterable[str], flt: ScanFilter | None = None, *, unit_bytes
     directory, before anything is read.
     """
     flt = flt or ScanFilter()
+    paths = list(paths)
     infos: list[PartitionInfo] = []
     seen: set[str] = set()
     for path in paths:
@@ -436,6 +437,14 @@ def plan_scan(paths: Iterable[str], flt: ScanFilter | None = None, *, unit_bytes
         elif flt.wants_topic(info.topic_partition.topic):
             chosen.append(info)
     chosen.sort(key=lambda i: (i.topic_partition.topic, i.topic_partition.partition, i.path))
+    if flt.topics is not None:
+        # A topic asked for by name that is not there is a mistake to report (kcat's "Unknown
+        # topic"), not an empty result that looks like a topic without records.
+        present = {i.topic_partition.topic for i in infos if i.topic_partition is not None}
+        missing = sorted(flt.topics - present)
+        if missing:
+            there = ", ".join(sorted(present)[:20]) or "none"
+            raise ScanError(f"no topic {', '.join(map(repr, missing))} in {', '.join(paths)} (topics there: {there})")
 
     segments = []  # (info, seg, size, is_last, next_base)
     pruned = 0

@@ -107,7 +107,10 @@ def _leb128(z: int) -> bytes:
 
 # Precomputed encodings of small values: record lengths, deltas and short key/value
 # lengths are almost always in this range, and the encoder is on the produce hot path.
-_SMALL = {n: _leb128(((n << 1) ^ (n >> 31)) & 0xFFFFFFFF) for n in range(-64, 8192)}
+# Built without _leb128 (it runs at import, on every start of the CLI): -64..63 zig-zag
+# to 0..127, one byte; 64..8191 to 128..16382, two bytes.
+_SMALL = {n: bytes((((n << 1) ^ (n >> 31)) & 0xFF,)) for n in range(-64, 64)}
+_SMALL.update({n: bytes(((n << 1) & 0x7F | 0x80, n >> 6)) for n in range(64, 8192)})
 
 
 def encode_varint(n: int) -> bytes:

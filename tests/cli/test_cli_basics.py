@@ -69,3 +69,61 @@ def test_global_quiet_verbose_and_no_color(tmp_path, capsys, monkeypatch):
     assert code == 0 and out.split() == ["a", "1", "1", "-", "b", "1", "1", "-"]
     assert err.startswith("plog topics list: ") and " s wall, " in err and "peak RSS" in err
     assert not any(os.environ.get(k) for k in ("PLOG_QUIET", "PLOG_VERBOSE", "NO_COLOR"))
+
+
+def test_the_registry_names_each_commands_module():
+    """`cli/registry.py` says which module registers each top-level command, so the console
+    script can import just that one. Checked against reality: each module, imported alone in a
+    fresh interpreter, registers exactly the commands the table gives it, and together they
+    are the whole tree, listed in the table's order."""
+    from plog.cli.registry import COMMAND_MODULES
+
+    from plog.cli.command_tree import command_tree
+
+    assert [c.path[0] for c in command_tree().subcommands] == list(COMMAND_MODULES)
+    code = ("import importlib, sys\nfrom typer.main import get_command\nfrom plog.cli.app import app\n"
+            "importlib.import_module('plog.cli.' + sys.argv[1])\n"
+            "print(' '.join(sorted(get_command(app).commands)))")
+    for module in sorted(set(COMMAND_MODULES.values())):
+        r = subprocess.run([sys.executable, "-c", code, module], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        registered = set(r.stdout.split())
+        own = {name for name, m in COMMAND_MODULES.items() if m == module}
+        # A module may import another command module (recover uses maintain's options).
+        assert own <= registered, (module, own, registered)
+        assert all(COMMAND_MODULES[name] == module or name in _imported_by(module) for name in registered), \
+            (module, registered)
+
+
+def _imported_by(module: str) -> set[str]:
+    """Commands a command module brings in by importing another command module."""
+    return {"retention", "compact", "maintain"} if module == "recover" else set()
+
+
+def test_command_module_routing():
+    from plog.cli.registry import command_module
+
+    assert command_module(["dump", "--print-data-log", "x.log"]) == "dump"
+    assert command_module(["-q", "--no-color", "-qv", "retention", "x"]) == "maintain"
+    assert command_module(["init"]) == "topics"
+    assert command_module([]) is None
+    assert command_module(["--help"]) is None
+    assert command_module(["--version"]) is None
+    assert command_module(["dmup"]) is None  # the whole tree: Click lists the commands there are
+    assert command_module(["-x", "dump"]) is None
+
+
+def test_one_command_runs_without_the_others():
+    """`plog dump` through the console script's path builds only `dump`, and its help names
+    values as users type them (`--max-bytes INT`, not a Python type)."""
+    code = ("import sys\nsys.argv = ['plog', 'dump', '--help']\nfrom plog.cli.entry import main\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+            "print('LOADED', sorted(m for m in sys.modules if m.startswith('plog.cli.')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    loaded = eval(r.stdout.rsplit("LOADED", 1)[1])
+    assert "plog.cli.dump" in loaded
+    assert not {"plog.cli.scan", "plog.cli.groups", "plog.cli.topics", "plog.cli.main"} & set(loaded), loaded
+    assert "--max-bytes INT" in r.stdout and "<str>" not in r.stdout and "<int" not in r.stdout
+    r = run("dmup")
+    assert r.returncode == 2 and "No such command 'dmup'" in r.stderr and "Did you mean 'dump'" in r.stderr

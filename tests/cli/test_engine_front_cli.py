@@ -90,9 +90,8 @@ def test_produce_lines_with_keys_and_headers_then_consume_with_a_template(d):
 def test_a_bad_line_names_its_number_and_nothing_after_it_is_produced(d):
     r = run("produce", "t", "--key-separator", ":", "--data-dir", d, input=b"a:1\nb:2\nno separator\nc:3\n")
     assert r.returncode == 1
-    err = r.stderr.decode().splitlines()
-    assert err[-1] == "plog: error: line 3: No key separator found on line number 3: 'no separator'"
-    assert "produced 2 record(s)" in err[0]
+    assert r.stderr.decode() == ("plog: error: line 3: No key separator found on line number 3: 'no separator' "
+                                 "(produced 2 record(s) to t: partition 0: offsets 0..1 (2) before it)\n")
     r = run("consume", "t", "-e", "--data-dir", d)
     assert r.stdout == b"1\n2\n"
 
@@ -112,7 +111,7 @@ def test_consume_offsets_counts_and_ranges(d):
     assert values("--count", "4") == [0, 1, 2, 3]
     assert values("-o", "@0", "--count", "1") == [0]
     r = run("consume", "t", "-o", "yesterday", "--data-dir", d)
-    assert r.returncode == 1 and r.stderr.count(b"\n") == 1
+    assert r.returncode == 2 and b"Invalid value for --offset: invalid offset range 'yesterday'" in r.stderr
     r = run("consume", "t", "--isolation-level", "dirty", "--data-dir", d)
     assert r.returncode == 2
 
@@ -205,7 +204,6 @@ def test_a_batch_the_log_refuses_is_reported_not_swallowed(d):
     r = run("produce", "c", "--data-dir", d, input=b"no key\n")  # a compacted topic needs keys
     assert r.returncode == 1
     err = r.stderr.decode().splitlines()
-    assert err[0] == "produced 0 record(s) to c"
-    assert err[-1].startswith("plog: error: Compacted topic cannot accept message without key")
+    assert len(err) == 1 and err[0].startswith("plog: error: Compacted topic cannot accept message without key")
     r = run("produce", "c", "--key-separator", ":", "--data-dir", d, input=b"no key\n")
     assert r.returncode == 1 and "line 1: No key separator" in r.stderr.decode()

@@ -321,3 +321,38 @@ def test_completions_install_interrupted_while_writing(tmp_path, capsys, monkeyp
     assert code == 130 and err == "plog: interrupted\n", err
     assert sorted(os.listdir(tmp_path)) == ["plog.bash"]
     assert target.read_text() == "# the old script\n"
+
+
+_LOADING_CHILD = (
+    "import os, signal, sys\n"
+    "from plog.cli.entry import main\n"
+    "sys.argv = ['plog', *sys.argv[1:]]\n"
+    "os.kill(os.getpid(), signal.SIGSTOP) or main()  # the test continues us, then interrupts\n"
+)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.01, 0.03, 0.06, 0.1, 0.2])
+def test_ctrl_c_while_the_command_is_still_loading(data, delay):
+    """Ctrl-C in the first fraction of a second, while the console script imports the CLI and
+    the command's modules: the same one line and exit 130, never an import traceback. The
+    child stops itself once Python is up and plog's entry point is loaded (a Ctrl-C inside
+    Python's own start-up is Python's business, the same for every Python program), is
+    continued, and gets SIGINT ``delay`` seconds later: somewhere in the imports, or later."""
+    segment = data / "broker-1" / "big-0" / "00000000000000000000.log"
+    p = subprocess.Popen([sys.executable, "-c", _LOADING_CHILD, "dump", "--deep-iteration", "--print-data-log",
+                          str(segment)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, env=child_env())
+    deadline = time.monotonic() + 60
+    while _state(p.pid) != "T":
+        assert p.poll() is None and time.monotonic() < deadline, "the child never stopped itself"
+        time.sleep(0.005)
+    os.kill(p.pid, signal.SIGCONT)
+    time.sleep(delay)
+    p.send_signal(signal.SIGINT)
+    err = p.communicate(timeout=120)[1].decode(errors="replace")
+    assert (p.returncode, err) == (130, "plog: interrupted\n")
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
