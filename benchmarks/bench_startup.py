@@ -38,11 +38,17 @@ SEGMENT = ("../shared/corpus/suryavansh__food-ordering-service/kafka/data/"
            "__confluent.support.metrics-0/00000000000000000000.log")
 
 
+# As on a user's machine, the children may write .pyc files (a wheel install compiles them at
+# install time; an editable one on first use). A PYTHONDONTWRITEBYTECODE inherited from a CI
+# or sandbox shell would make every run recompile each module edited since the last cache.
+_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _run(argv: list[str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one child run; the child's output is discarded."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=_ENV)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
