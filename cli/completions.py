@@ -190,7 +190,8 @@ def values(
 ) -> None:
     """Print the topics, groups, brokers or partition folders of a data directory, one per line."""
     # `plog completions values ...` normally never gets here: cli/entry.py answers it before
-    # Typer is imported. This path serves `python -m plog.cli.main` and unusual spellings.
+    # Typer is imported. This path serves in-process calls of plog.cli.main.main and unusual
+    # spellings (`plog -q completions values topic`).
     from .completion_values import print_values
 
     print_values(kind.value, data_dir)

@@ -53,7 +53,8 @@ def _escape(text: str | None) -> bytes | None:
         '{"base64": ...} for bytes that are not UTF-8).\n\n'
         "Keyed records go where Kafka's Java client puts them (murmur2); keyless ones use Kafka's sticky "
         "partitioner. The topic is created (1 partition) if it does not exist, as a broker with "
-        "auto.create.topics.enable does; --no-create refuses instead.\n\n"
+        "auto.create.topics.enable does, and a missing data directory is created with one broker (plog init "
+        "makes bigger ones); --no-create refuses both instead.\n\n"
         "Records go out in rounds of up to 1 MiB (max.request.size), when the input pauses, or after "
         "--linger-ms; each round is appended to the partition leader, fetched by the in-sync followers (--acks all "
         "waits for them, as Kafka) and fsynced before the next input is read, so "
@@ -88,7 +89,7 @@ def produce(
                                                    "has the records; min.insync.replicas applies)."),
     idempotence: bool = typer.Option(True, "--idempotence/--no-idempotence",
                                      help="Producer id and sequence numbers (Kafka's default)."),
-    create: bool = typer.Option(True, "--create/--no-create", help="Create a missing topic (1 partition)."),
+    create: bool = typer.Option(True, "--create/--no-create", help="Create a missing topic (1 partition) or data directory."),
     quiet: bool = quiet_option("No summary on stderr."),
     data_dir: str = data_dir_option(),
 ) -> None:
@@ -112,7 +113,7 @@ def produce(
         except ValueError as e:
             raise typer.BadParameter(str(e), param_hint="--key-separator/--headers-*") from None
     source = _open_input(file)
-    dd = open_data_dir(data_dir, create=True)
+    dd = open_data_dir(data_dir, create=create)
     producer = Producer(dd, batch_size=batch_size, linger_ms=linger_ms, compression_type=compression.value,
                         enable_idempotence=idempotence, acks=acks, auto_create_topics=create, hold_lock=True)
     interactive = _may_block(source)

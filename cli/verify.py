@@ -82,7 +82,7 @@ def verify(
             f"error{'s' * (stats.errors != 1)}, "
             f"{stats.warnings} warning{'s' * (stats.warnings != 1)}{note}\n")
     if problems:
-        # SystemExit, not typer.Exit: cli.main.main runs the app with standalone_mode=False, where
+        # SystemExit, not typer.Exit: cli.app.main runs the app with standalone_mode=False, where
         # Typer turns typer.Exit into a return value that main() does not pass on.
         sys.exit(int(ExitCode.PROBLEMS_FOUND))
 

@@ -173,7 +173,7 @@ complete -c plog -n '__plog_is \'produce\'' -l batch-size -x -d 'batch.size in b
 complete -c plog -n '__plog_is \'produce\'' -l linger-ms -x -d 'Longest a record waits while input keeps coming (input that pauses is sent at once).'
 complete -c plog -n '__plog_is \'produce\'' -l acks -x -d '0, 1 or all (default all: acknowledged once every in-sync replica has the records; min.insync.replicas applies).'
 complete -c plog -n '__plog_is \'produce\'' -l idempotence -l no-idempotence -d 'Producer id and sequence numbers (Kafka\'s default).'
-complete -c plog -n '__plog_is \'produce\'' -l create -l no-create -d 'Create a missing topic (1 partition).'
+complete -c plog -n '__plog_is \'produce\'' -l create -l no-create -d 'Create a missing topic (1 partition) or data directory.'
 complete -c plog -n '__plog_is \'produce\'' -l quiet -s q -d 'No summary on stderr.'
 complete -c plog -n '__plog_is \'produce\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
 complete -c plog -n '__plog_is \'produce\'' -s h -l help -d 'Show this message and exit.'

@@ -771,7 +771,8 @@ class DumpRun:
         directory = os.path.dirname(os.path.abspath(path))
         stem = name.split(".")[0]
         log_path = os.path.join(directory, stem + ".log")
-        log_size = os.path.getsize(log_path)
+        # Kafka opens the segment's .log before its indexes: a missing one fails here, first.
+        os.stat(log_path)
         index_path = os.path.join(directory, stem + ".index")
         if self._kafka_dies and not os.path.exists(index_path):
             # Kafka opens the offset index with maxIndexSize -1: a missing one is created

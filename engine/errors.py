@@ -1,7 +1,7 @@
 """Typed errors of the storage engine. Each message is one line naming the file and numbers.
 
 They mirror Kafka's storage exceptions by name. The CLI maps every ``EngineError`` to
-exit code 1 (``cli/main.py``); ``formats`` errors pass through unchanged.
+exit code 1 (``cli/app.py``); ``formats`` errors pass through unchanged.
 """
 
 from __future__ import annotations

@@ -410,7 +410,8 @@ def plan_scan(paths: Iterable[str], flt: ScanFilter | None = None, *, unit_bytes
     ``unit_bytes`` None sizes units so that every core gets about two (between
     :data:`MIN_AUTO_UNIT_BYTES` and :data:`DEFAULT_UNIT_BYTES`). Raises
     ``FileNotFoundError`` or :class:`NotAKafkaPathError` for a path that is not a Kafka
-    directory, before anything is read.
+    directory, and :class:`ScanError` for a topic of ``flt.topics`` that no path holds,
+    before anything is read.
     """
     flt = flt or ScanFilter()
     paths = list(paths)

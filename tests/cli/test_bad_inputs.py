@@ -201,9 +201,12 @@ CASES: list[Case] = [
     C("maintain -d {missing}", 1, "{missing}"),
     C(f"maintain -n --topic nosuch {D}", 1, "nosuch"),
     C(f"maintain --buffer-size lots {D}", 2, "--buffer-size"),
-    # produce (-q: no summary line, so stderr is the error alone)
+    # produce (an error is one line even without -q: what went out before it is in that line)
     C(f"produce orders -p 9 -q {D}", 1, "Partition 9", stdin="a\n"),
     C(f"produce nosuch --no-create -q {D}", 1, "nosuch", stdin="a\n"),
+    C(f"produce nosuch --no-create {D}", 1, "nosuch", stdin="a\n"),
+    C("produce t --no-create -d {missing}", 1, "{missing}", "plog init", stdin="a\n"),
+    C(f"produce orders -i jsonl {D}", 1, "line 2", "before it", stdin='{"value": "ok"}\nnot json\n'),
     C(f"produce orders -F {{missing}} -q {D}", 1, "{missing}"),
     C(f"produce orders -F {{kl}} -q {D}", 1, "{kl}"),
     C(f"produce orders -i jsonl -q {D}", 1, "line 2", stdin='{"value": "ok"}\nnot json\n'),
