@@ -455,7 +455,9 @@ class AbstractIndex:
             return
         # msync only the pages holding entries appended since the last flush: the map is
         # preallocated (10 MiB by default) and a whole-map msync per produce round costs
-        # milliseconds for nothing. After a truncation, everything is synced.
+        # milliseconds for nothing. After a truncation, everything is synced. Entries written
+        # with pwrite (the first of each page) are covered too: msync(MS_SYNC) of a shared
+        # file mapping syncs the file's dirty pages in that range, however they were dirtied.
         size = self.entry_size
         done = getattr(self, "_flushed_entries", None)
         entries = self._entries
