@@ -151,9 +151,10 @@ def _run(argv: list[str] | None) -> None:
 def _command():
     """The Click command for :data:`app` as registered so far, with readable metavars.
 
-    Typer's Click would print a value's Python type (``--buffer-size <str>``); options
-    are shown with the name users type instead (``--buffer-size BUFFER_SIZE``, numbers as
-    INT/FLOAT), as in the man pages. Choices keep Click's ``[a|b|c]``.
+    Typer's Click would print a value's Python type (``--buffer-size <str>``) and an
+    argument's Python name (``{topic}``); they are shown as in the man pages instead
+    (``--buffer-size BUFFER_SIZE``, numbers as INT/FLOAT, ``{TOPIC}``). Choices keep
+    Click's ``[a|b|c]``.
     """
     from typer.main import get_command
 
@@ -161,8 +162,15 @@ def _command():
 
     def fill(cmd) -> None:
         for p in cmd.params:
-            if p.metavar is None and type(p).__name__.endswith("Option") and not getattr(p, "is_flag", False) \
-                    and not getattr(p.type, "choices", None):
+            if p.metavar is not None or getattr(p, "is_flag", False):
+                continue
+            if type(p).__name__.endswith("Argument"):
+                # Typer would print the Python name (`[files]...`, `{topic}`).
+                name = option_metavar(p)
+                if p.nargs == -1:  # Click's spelling of "any number": [FILES]...
+                    name = f"{name}..." if p.required else f"[{name}]..."
+                p.metavar = name
+            elif not getattr(p.type, "choices", None):
                 p.metavar = option_metavar(p)
         for sub in getattr(cmd, "commands", {}).values():
             fill(sub)

@@ -115,7 +115,7 @@ def test_command_module_routing():
 
 def test_one_command_runs_without_the_others():
     """`plog dump` through the console script's path builds only `dump`, and its help names
-    values as users type them (`--max-bytes INT`, not a Python type)."""
+    values as the man pages do (`--max-bytes INT`, `[FILES]...`), not by Python type or name."""
     code = ("import sys\nsys.argv = ['plog', 'dump', '--help']\nfrom plog.cli.entry import main\n"
             "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
             "print('LOADED', sorted(m for m in sys.modules if m.startswith('plog.cli.')))")
@@ -125,5 +125,6 @@ def test_one_command_runs_without_the_others():
     assert "plog.cli.dump" in loaded
     assert not {"plog.cli.scan", "plog.cli.groups", "plog.cli.topics", "plog.cli.main"} & set(loaded), loaded
     assert "--max-bytes INT" in r.stdout and "<str>" not in r.stdout and "<int" not in r.stdout
+    assert "Usage: plog dump [OPTIONS] [FILES]..." in r.stdout
     r = run("dmup")
     assert r.returncode == 2 and "No such command 'dmup'" in r.stderr and "Did you mean 'dump'" in r.stderr
