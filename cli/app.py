@@ -138,12 +138,12 @@ def _run(argv: list[str] | None) -> None:
         if os.environ.get("PLOG_DEBUG"):
             raise
         code = getattr(e, "exit_code", ExitCode.ERROR)
-        print(f"plog: error: {_one_line(e)}", file=sys.stderr)
+        print(f"plog: error: {one_line(e)}", file=sys.stderr)
         sys.exit(code)
     except Exception as e:  # a bug: still one line, the traceback with --debug
         if os.environ.get("PLOG_DEBUG"):
             raise
-        print(f"plog: internal error: {type(e).__name__}: {_one_line(e)} (run with --debug for a traceback)",
+        print(f"plog: internal error: {type(e).__name__}: {one_line(e)} (run with --debug for a traceback)",
               file=sys.stderr)
         sys.exit(ExitCode.ERROR)
 
@@ -216,7 +216,8 @@ def _interrupted() -> None:
     sys.exit(ExitCode.INTERRUPTED)
 
 
-def _one_line(e: BaseException) -> str:
+def one_line(e: BaseException) -> str:
+    """An error as the one line after ``plog: error:`` (an I/O error as "what: file")."""
     if isinstance(e, OSError) and e.filename is not None:
         return f"{e.strerror or e}: {e.filename}"
     if isinstance(e, OSError) and e.strerror:

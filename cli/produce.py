@@ -159,17 +159,13 @@ def produce(
                 source.close()
     if error is not None:
         # One line: what was produced before the failure goes into the error itself.
+        from .app import one_line
+
         done = _summary_text(topic, producer)
-        raise PlogCliError(f"{_error_text(error)} ({done} before it)" if done else _error_text(error),
+        raise PlogCliError(f"{one_line(error)} ({done} before it)" if done else one_line(error),
                            getattr(error, "exit_code", None)) from None
     if not quiet:
         print(_summary_text(topic, producer) or f"produced 0 record(s) to {topic}", file=sys.stderr)
-
-
-def _error_text(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.filename is not None:
-        return f"{e.strerror or e}: {e.filename}"
-    return " ".join(str(e).split())
 
 
 def _open_input(file: str | None):
