@@ -258,6 +258,9 @@ def _stdout_failed(e: OSError) -> bool:
 def _silence_stdout() -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
     except OSError:
-        pass
+        pass  # no stdout to silence: the interpreter's last flush has nothing to fail on

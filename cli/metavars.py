@@ -7,8 +7,8 @@ from __future__ import annotations
 
 def choices(p) -> tuple[str, ...]:
     # Typer turns an Enum annotation into a Click Choice of the members' values.
-    choices = getattr(p.type, "choices", None)
-    return tuple(str(getattr(c, "value", c)) for c in choices) if choices else ()
+    values = getattr(p.type, "choices", None)
+    return tuple(str(getattr(c, "value", c)) for c in values) if values else ()
 
 
 def _number_kind(p) -> str | None:
