@@ -323,11 +323,20 @@ def test_completions_install_interrupted_while_writing(tmp_path, capsys, monkeyp
     assert target.read_text() == "# the old script\n"
 
 
+# The child stops itself inside the console script's main(), as it starts looking up the
+# command: a SIGINT that arrives the instant it is continued then lands inside main()'s
+# guard, never in this harness between its own lines (which a real console script has too:
+# the two lines of its generated wrapper, as narrow a window as Python's own start-up).
 _LOADING_CHILD = (
     "import os, signal, sys\n"
-    "from plog.cli.entry import main\n"
+    "from plog.cli import entry, registry\n"
     "sys.argv = ['plog', *sys.argv[1:]]\n"
-    "os.kill(os.getpid(), signal.SIGSTOP) or main()  # the test continues us, then interrupts\n"
+    "look_up = registry.command_module\n"
+    "def stopping(args):\n"
+    "    os.kill(os.getpid(), signal.SIGSTOP)  # the test continues us, then interrupts\n"
+    "    return look_up(args)\n"
+    "registry.command_module = stopping\n"
+    "entry.main()\n"
 )
 
 
@@ -335,9 +344,9 @@ _LOADING_CHILD = (
 def test_ctrl_c_while_the_command_is_still_loading(data, delay):
     """Ctrl-C in the first fraction of a second, while the console script imports the CLI and
     the command's modules: the same one line and exit 130, never an import traceback. The
-    child stops itself once Python is up and plog's entry point is loaded (a Ctrl-C inside
-    Python's own start-up is Python's business, the same for every Python program), is
-    continued, and gets SIGINT ``delay`` seconds later: somewhere in the imports, or later."""
+    child stops itself once the console script's ``main()`` runs (a Ctrl-C inside Python's own
+    start-up is Python's business, the same for every Python program), is continued, and gets
+    SIGINT ``delay`` seconds later: somewhere in the imports, or later."""
     segment = data / "broker-1" / "big-0" / "00000000000000000000.log"
     p = subprocess.Popen([sys.executable, "-c", _LOADING_CHILD, "dump", "--deep-iteration", "--print-data-log",
                           str(segment)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
