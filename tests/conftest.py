@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -28,6 +29,26 @@ def corpus_files(match) -> list[Path]:
             continue
         found.extend(Path(root, f) for f in files if match(f))
     return sorted(found)
+
+
+def distinct_contents(paths: list[Path]) -> list[Path]:
+    """``paths`` less every file whose dump would read the same bytes as an earlier one's.
+
+    Some corpus sources hold byte-identical copies of a partition (the replicas of one
+    topic on several brokers); dumping a copy again tests nothing new and costs a minute of
+    CI per megabyte. An index's dump also reads its segment's log and indexes, so those
+    count towards what an index file's dump reads."""
+    seen: set[tuple[str, ...]] = set()
+    kept = []
+    for path in paths:
+        reads = [path]
+        if path.suffix in (".index", ".timeindex", ".txnindex"):
+            reads += [path.with_suffix(s) for s in (".log", ".index", ".timeindex") if s != path.suffix]
+        key = (path.suffix, *(hashlib.sha1(p.read_bytes()).hexdigest() if p.exists() else "-" for p in reads))
+        if key not in seen:
+            seen.add(key)
+            kept.append(path)
+    return kept
 
 
 def corpus_top_dirs() -> list[Path]:

@@ -20,7 +20,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.legacy_records import LegacyRecordBatch
 
-from conftest import corpus_files
+from conftest import corpus_files, distinct_contents
 from plog.cli.main import main
 from plog.formats.java_utf8 import java_utf8_decode
 
@@ -28,7 +28,7 @@ KRAFT_JSON = "<kraft-json>"
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 TT = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
 
-LOGS = corpus_files(lambda f: f.endswith(".log"))
+LOGS = distinct_contents(corpus_files(lambda f: f.endswith(".log")))
 INDEXES = corpus_files(lambda f: f.endswith(".index"))
 TIME_INDEXES = corpus_files(lambda f: f.endswith(".timeindex"))
 SNAPSHOTS = corpus_files(lambda f: f.endswith(".snapshot"))
