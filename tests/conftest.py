@@ -65,6 +65,22 @@ def corpus_log_dirs() -> list[Path]:
     return [Path(ld.path) for top in corpus_top_dirs() for ld in discovery.log_dirs(str(top))]
 
 
+#: Folders whose tests share session-wide set-up (Kafka's jars and brokers; Java for Spark)
+#: and so run on one xdist worker together.
+_ONE_WORKER = ("interop", "spark")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The suite runs on every core (``-n auto --dist loadgroup`` in pyproject.toml): a test
+    file goes to one worker whole, so its module fixtures are built once, and all of
+    tests/interop, like all of tests/spark, to one worker: one fetch of Kafka's jars and one
+    set of brokers per run, and never two Java-heavy suites racing each other."""
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        parts = path.relative_to(TESTS).parts if TESTS in path.parents else (str(path),)
+        item.add_marker(pytest.mark.xdist_group(parts[0] if parts[0] in _ONE_WORKER else "/".join(parts)))
+
+
 def pytest_report_header(config):
     return [f"plog corpus: {CORPUS} ({'present' if CORPUS.is_dir() else 'MISSING'})"]
 
