@@ -76,7 +76,7 @@ from kafka_broker import (  # noqa: E402
     run_java,
     write_log_configs,
 )
-from kafka_fetch import FetchError, is_complete, fetch  # noqa: E402
+from kafka_fetch import FetchError, fetch  # noqa: E402
 from kafka_versions import VERSIONS, dump_log_segments_class  # noqa: E402
 
 REQUIRE = os.environ.get("PLOG_REQUIRE_KAFKA", "") not in ("", "0")
@@ -94,33 +94,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if HERE in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.interop)
-
-
-def pytest_report_header(config):
-    parts = [f"{v} ({'cached' if is_complete(v) else 'not fetched'})" for v in VERSIONS]
-    return [f"plog interop: Kafka {', '.join(parts)}; PLOG_REQUIRE_KAFKA={'1' if REQUIRE else 'unset'}"]
-
-
-_SKIPPED: dict[str, int] = {}  # reason -> interop tests skipped for it
-_RAN = [0]
-
-
-def pytest_runtest_logreport(report):
-    # item.ihook: called for the tests of this directory only
-    if report.when == "call" or (report.when == "setup" and not report.passed):
-        if report.skipped and not hasattr(report, "wasxfail"):
-            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-            reason = reason.removeprefix("Skipped: ")
-            _SKIPPED[reason] = _SKIPPED.get(reason, 0) + 1
-        else:
-            _RAN[0] += 1
-
-
-def pytest_terminal_summary(terminalreporter):
-    """One line when the suite (or part of it) was skipped: why."""
-    if _SKIPPED:
-        what = "skipped" if not _RAN[0] else f"partly skipped ({sum(_SKIPPED.values())} tests)"
-        terminalreporter.write_line(f"plog interop suite {what}: {'; '.join(_SKIPPED)}")
 
 
 # -- availability -------------------------------------------------------------------------
