@@ -47,3 +47,29 @@ def byte_progress(label: str, total: int | None, quiet: bool, *, unknown_total: 
             bar.refresh()
 
     return advance, bar.stop
+
+
+def count_progress(label: str, total: int, quiet: bool = False, *, unit: str = "items"):
+    """``(advance(n) or None, finish())`` for work counted in items (partitions made, files
+    checked) rather than bytes: a bar with ``done/total unit`` and the time left, under the
+    same rules as :func:`byte_progress` (stderr, a terminal only, never when quiet)."""
+    if not progress_enabled(quiet) or total <= 0:
+        return None, lambda: None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(label, BarColumn(), MofNCompleteColumn(), TextColumn(unit), TimeRemainingColumn(),
+                   console=Console(stderr=True), transient=True, auto_refresh=False,
+                   redirect_stdout=sys.stdout.isatty(), redirect_stderr=False)
+    task = bar.add_task(label, total=total)
+    bar.start()
+    last = [0.0]
+
+    def advance(n: int) -> None:
+        bar.advance(task, n)
+        now = time.monotonic()
+        if now - last[0] > 0.1:
+            last[0] = now
+            bar.refresh()
+
+    return advance, bar.stop

@@ -21,6 +21,20 @@ topics_app = typer.Typer(
 app.add_typer(topics_app, name="topics")
 
 EXIT = "Exit status: 0 success, 1 error (unknown topic, invalid settings), 2 usage error."
+EXIT_WRITE = ("Exit status: 0 success, 1 error (unknown topic, invalid settings, more partitions than the data "
+              "directory can hold), 2 usage error, 130 interrupted, 143 terminated.")
+
+ALL_OR_NOTHING = (
+    "Creating a topic is all or nothing: a partition count the data directory cannot hold (the free inodes or "
+    "space of a broker directory's file system, five inodes a partition; Kafka's 32-bit partition ids) is refused "
+    "before anything is written, and a failure or Ctrl-C leaves no trace of the topic. On a terminal, a progress "
+    "bar counts the partitions made.\n\n")
+
+
+def _partition_progress(total: int):
+    from .progress import count_progress
+
+    return count_progress("Creating partitions", total, unit="partitions")
 
 
 @app.command(
@@ -59,9 +73,9 @@ def init(
     epilog="Examples:\n\n"
            "  plog topics create orders --partitions 6 --replication-factor 2 --config retention.ms=86400000\n\n"
            "  plog topics create pinned --replica-assignment 1:2,2:3,3:1\n\n"
-           "Replicas are placed with Kafka's algorithm (rack-aware when brokers have racks); "
-           "--replica-assignment gives them by hand: one comma-separated group per partition, replicas "
-           "(leader first) separated by ':'.\n\n" + EXIT,
+           "Replicas are placed with Kafka's algorithm (rack-aware when brokers have racks) on the running "
+           "brokers; --replica-assignment gives them by hand: one comma-separated group per partition, replicas "
+           "(leader first) separated by ':'.\n\n" + ALL_OR_NOTHING + EXIT_WRITE,
 )
 def create(
     name: str = typer.Argument(..., help="Topic name (Kafka's rules: [a-zA-Z0-9._-], at most 249)."),
@@ -83,8 +97,12 @@ def create(
         raise typer.BadParameter("give either --replica-assignment or --replication-factor",
                                  param_hint="--replication-factor")
     dd = open_data_dir(data_dir, create=True)
-    topic = dd.create_topic(name, partitions, replication_factor, configs=configs,
-                            replica_assignment=assignment, if_not_exists=if_not_exists)
+    advance, finish = _partition_progress(len(assignment) if assignment else (partitions or 1))
+    try:
+        topic = dd.create_topic(name, partitions, replication_factor, configs=configs,
+                                replica_assignment=assignment, if_not_exists=if_not_exists, progress=advance)
+    finally:
+        finish()
     if topic is None:
         status(f"Topic {name} already exists.")
     else:
@@ -95,7 +113,13 @@ def create(
 @topics_app.command(
     "list",
     epilog="Example: plog topics list --format json\n\nThe table shows partitions, replication factor and "
-           "non-default configs; internal topics (__consumer_offsets) only with --internal.\n\n" + EXIT,
+           "non-default configs; internal topics (__consumer_offsets) only with --internal. --format json/jsonl "
+           "adds topic_id (Kafka's form, as plog ls shows it) and source: where the row was read.\n\n"
+           "On a Kafka log directory (--data-dir /var/lib/kafka) the topics, ids, configs and replicas are the "
+           "last ones its KRaft metadata log (__cluster_metadata-0) records (source \"metadata log\"). A "
+           "ZooKeeper-era log directory holds only partition folders (source \"partition folders\"): topic ids "
+           "come from partition.metadata, and configs and replication factor, kept in ZooKeeper, show as - "
+           "(null in JSON). A status line on stderr says which.\n\n" + EXIT,
 )
 def list_topics(
     fmt: ListFormat = list_format_option(),
@@ -103,12 +127,17 @@ def list_topics(
     data_dir: str = data_dir_option(),
 ) -> None:
     """List the topics of a data directory."""
+    from plog.engine.cluster import SOURCE_PARTITION_FOLDERS
+
     dd = open_data_dir(data_dir)
+    _note_sources(dd)
     rows = []
     for name in dd.topics(include_internal=internal):
         t = dd.topic(name)
-        rows.append({"topic": name, "topic_id": t.topic_id or None, "partitions": t.partitions,
-                     "replication_factor": t.replication_factor, "configs": dict(t.configs)})
+        known = t.source != SOURCE_PARTITION_FOLDERS
+        rows.append({"topic": name, "topic_id": t.kafka_topic_id, "partitions": t.partitions,
+                     "replication_factor": t.replication_factor if known else None,
+                     "configs": dict(t.configs) if known else None, "source": t.source})
     emit(rows, fmt, ["topic", "partitions", "replication_factor", "configs"],
          titles={"replication_factor": "RF"}, right=("partitions", "replication_factor"))
 
@@ -122,11 +151,19 @@ def list_topics(
            "as on disk now. STATUS lists offline, under-replicated (ISR smaller than the replica list) and "
            "under-min-isr (ISR smaller than min.insync.replicas: acks=all produces fail); empty when healthy. "
            "--format json/jsonl adds replicas_state: each replica's broker state, ISR membership, folder, "
-           "log end offset, high watermark and latest leader epoch.\n\n"
+           "log end offset, high watermark and latest leader epoch (its leader-epoch-checkpoint's, as plog ls "
+           "shows it).\n\n"
            "--under-replicated-partitions, --unavailable-partitions (offline) and --under-min-isr-partitions "
            "(also offline ones, as Kafka) show only the partitions with that problem (given together: any of "
-           "them). Works on a stopped broker's log directory too (--data-dir /var/lib/kafka). Reads only.\n\n"
-           + EXIT,
+           "them). Reads only.\n\n"
+           "Works on a stopped broker's log directory too (--data-dir /var/lib/kafka): LEADER, EPOCH, REPLICAS "
+           "and ISR are then the controller's last record in its KRaft metadata log (after a clean shutdown a "
+           "partition whose only replica was this broker is offline there, at the epoch after its last "
+           "leadership), and the offsets are this broker's replica's: HW from replication-offset-checkpoint, "
+           "START as Kafka loads it (the larger of log-start-offset-checkpoint and the first segment's base "
+           "offset). Without a metadata log (ZooKeeper era) LEADER and ISR are unknown (-) and EPOCH is the "
+           "latest entry of the replica's leader-epoch-checkpoint. --format json/jsonl adds source: where "
+           "LEADER, EPOCH, REPLICAS and ISR were read.\n\n" + EXIT,
 )
 def describe(
     names: Optional[List[str]] = typer.Argument(None, metavar="[TOPIC]...", help="Topics (default: all)."),
@@ -140,12 +177,16 @@ def describe(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Describe topics: leaders, epochs, replicas, ISRs, offsets, sizes and problems."""
+    from plog.engine.cluster import SOURCE_PARTITION_FOLDERS
+
     dd = open_data_dir(data_dir)
+    _note_sources(dd)
     names = names or dd.topics(include_internal=False)
     filtered = under_replicated or unavailable or under_min_isr
     rows = []
     for name in names:
         t = dd.topic(name)
+        known = t.source != SOURCE_PARTITION_FOLDERS
         for p in dd.describe_partitions(name):
             if filtered and not ((under_replicated and p.under_replicated) or (unavailable and p.offline)
                                  or (under_min_isr and (p.under_min_isr or p.offline))):
@@ -154,7 +195,8 @@ def describe(
                                      ("under-min-isr", p.under_min_isr)) if on]
             rows.append({
                 "topic": name, "partition": p.tp.partition,
-                "leader": "none" if p.leader is None and fmt is ListFormat.table else p.leader,
+                "leader": "none" if p.leader is None and p.source != SOURCE_PARTITION_FOLDERS
+                and fmt is ListFormat.table else p.leader,
                 "leader_epoch": p.leader_epoch, "replicas": p.replicas, "isr": p.isr,
                 "high_watermark": p.high_watermark, "log_start_offset": p.log_start_offset,
                 "log_end_offset": p.log_end_offset, "size": p.size, "segments": p.segments,
@@ -163,7 +205,7 @@ def describe(
                 "replicas_state": [{"broker": r.broker, "state": r.state, "in_sync": r.in_sync, "folder": r.folder,
                                     "log_end_offset": r.log_end_offset, "high_watermark": r.high_watermark,
                                     "leader_epoch": r.leader_epoch} for r in p.replica_states],
-                "configs": dict(t.configs)})
+                "configs": dict(t.configs) if known else None, "source": p.source})
     emit(rows, fmt, ["topic", "partition", "leader", "leader_epoch", "replicas", "isr", "high_watermark",
                      "log_start_offset", "log_end_offset", "size", "segments", "status"],
          titles={"leader_epoch": "EPOCH", "high_watermark": "HW", "log_start_offset": "START",
@@ -172,13 +214,22 @@ def describe(
                 "size", "segments"))
 
 
+def _note_sources(dd) -> None:
+    """On a Kafka log directory, say on stderr where topic metadata was read and what is not on disk."""
+    note = dd.metadata_note()
+    if note:
+        status(note)
+
+
 @topics_app.command(
     "alter",
     epilog="Examples:\n\n  plog topics alter orders --partitions 12\n\n"
            "  plog topics alter orders --config retention.ms=3600000 --delete-config segment.bytes\n\n"
            "Partitions can only be added (Kafka cannot remove them); new partitions are placed with "
-           "Kafka's algorithm, continuing from partition 0's leader. Keys of existing records stay where "
-           "they are, so keyed ordering changes for new records, as in Kafka.\n\n" + EXIT,
+           "Kafka's algorithm on the running brokers, continuing from partition 0's leader. Keys of existing "
+           "records stay where they are, so keyed ordering changes for new records, as in Kafka.\n\n"
+           + ALL_OR_NOTHING.replace("Creating a topic", "Adding partitions").replace("of the topic", "of them")
+           + EXIT_WRITE,
 )
 def alter(
     name: str = typer.Argument(..., help="Topic name."),
@@ -191,9 +242,14 @@ def alter(
     if partitions is None and not config and not delete_config:
         raise typer.BadParameter("nothing to change: give --partitions, --config or --delete-config",
                                  param_hint="--partitions")
+    set_configs = parse_key_values(config)
     dd = open_data_dir(data_dir)
-    topic = dd.alter_topic(name, partitions=partitions, set_configs=parse_key_values(config),
-                           delete_configs=delete_config)
+    advance, finish = _partition_progress(partitions - dd.topic(name).partitions if partitions is not None else 0)
+    try:
+        topic = dd.alter_topic(name, partitions=partitions, set_configs=set_configs,
+                               delete_configs=delete_config, progress=advance)
+    finally:
+        finish()
     status(f"Altered topic {name}: {topic.partitions} partition(s), configs "
            f"{', '.join(f'{k}={v}' for k, v in sorted(topic.configs.items())) or '(defaults)'}.")
 

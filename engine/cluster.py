@@ -40,7 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from .checkpoint_files import atomic_write, read_meta_properties
+from plog.formats.checkpoints import base64url_to_uuid, uuid_to_base64url
+
+from .checkpoint_files import atomic_write, fsync_dir, read_meta_properties
 from .config import ConfigError, LogConfig
 from .errors import (
     BrokerNotAvailableError,
@@ -57,10 +59,12 @@ from .errors import (
     LogDirLockedError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
+    bad_document_reason,
 )
 from .log import Log, LogAppendInfo
 from .log_manager import LogManager, random_base64_uuid
 from .topics import (
+    CLUSTER_METADATA_TOPIC,
     INTERNAL_TOPICS,
     TopicPartition,
     has_collision,
@@ -81,6 +85,15 @@ class ReadOnlyDataDirError(EngineError):
 
 
 BROKER_STATES = ("running", "stopped", "crashed")
+
+#: Where a topic's or a partition's metadata was read (``TopicMetadata.source``,
+#: ``PartitionState.source``): plog's cluster.json; a KRaft log directory's metadata log
+#: (the controller's last known state); or, with no controller record on disk (a
+#: ZooKeeper-era log directory, or a topic missing from the metadata log), only this
+#: broker's partition folders, which say nothing of configs, other replicas, leaders or ISRs.
+SOURCE_PLOG = "cluster.json"
+SOURCE_METADATA_LOG = "metadata log"
+SOURCE_PARTITION_FOLDERS = "partition folders"
 
 
 @dataclass(frozen=True)
@@ -121,6 +134,7 @@ class PartitionState:
     leader: int
     leader_epoch: int
     isr: list[int]
+    source: str = field(default=SOURCE_PLOG, compare=False)  # not stored
 
     def to_json(self) -> dict:
         return {"leader": self.leader, "leader_epoch": self.leader_epoch, "isr": list(self.isr)}
@@ -142,6 +156,9 @@ class TopicMetadata:
     #: ``states[p]``: partition p's leader, leader epoch and ISR (missing entries: the initial
     #: state, leader = first replica, epoch 0, ISR = replicas; files written before replication).
     states: list[PartitionState] = field(default_factory=list)
+    #: Where ``configs`` and ``replicas`` were read (SOURCE_*; not stored). With
+    #: SOURCE_PARTITION_FOLDERS the configs are unknown, not empty.
+    source: str = field(default=SOURCE_PLOG, compare=False)
 
     def __post_init__(self) -> None:
         self.sync_states()
@@ -159,6 +176,17 @@ class TopicMetadata:
     @property
     def replication_factor(self) -> int:
         return len(self.replicas[0]) if self.replicas else 0
+
+    @property
+    def kafka_topic_id(self) -> str | None:
+        """The topic id as Kafka prints it (``Uuid.toString``: URL-safe base64, as ``ls`` and
+        ``dump`` show it), or None when unknown."""
+        if not self.topic_id:
+            return None
+        try:
+            return uuid_to_base64url(uuid.UUID(self.topic_id))
+        except ValueError:
+            return self.topic_id  # already Kafka's form
 
     def to_json(self) -> dict:
         self.sync_states()
@@ -191,11 +219,14 @@ class ClusterMetadata:
 
     @classmethod
     def from_json(cls, data: dict, path: Path) -> "ClusterMetadata":
+        where = ""  # what was being read ("topic orders: "), for the error: never a Python message alone
         try:
             if data.get("version") != METADATA_VERSION:
                 raise ValueError(f"unsupported version {data.get('version')!r}")
             brokers = []
+            where = "brokers: "
             for b in data["brokers"]:
+                where = f"brokers: {json.dumps(b)[:60]}: "
                 state = str(b.get("state", "running"))
                 if state not in BROKER_STATES:
                     raise ValueError(f"broker {b['id']} has unknown state {state!r}")
@@ -203,17 +234,20 @@ class ClusterMetadata:
                 brokers.append(Broker(int(b["id"]), b.get("rack"), state, bool(b.get("fenced", False)),
                                       None if since is None else int(since)))
             topics = {}
+            where = "topics: "
             for name, t in data["topics"].items():
+                where = f"topic {name}: "
                 replicas = [[int(x) for x in r] for r in t["replicas"]]
                 states = [PartitionState(int(st["leader"]), int(st["leader_epoch"]), [int(x) for x in st["isr"]])
                           for st in t.get("partition_states", [])]
                 topics[name] = TopicMetadata(name, t["topic_id"], replicas,
                                              {str(k): str(v) for k, v in t.get("configs", {}).items()}, states)
+            where = ""
             broker_configs = {str(k): str(v) for k, v in (data.get("broker_configs") or {}).items()}
             return cls(str(data["cluster_id"]), brokers, topics, int(data.get("next_producer_id", 0)),
                        broker_configs)
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise LogDirError(f"{path} is not a plog cluster file: {e}") from None
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            raise LogDirError(f"{path} is not a plog cluster file: {where}{bad_document_reason(e)}") from None
 
 
 @contextlib.contextmanager
@@ -239,13 +273,90 @@ def _flock(path: Path, timeout_s: float) -> Iterator[None]:
         os.close(fd)  # closing drops the flock
 
 
+#: Kafka's partition ids are 32-bit signed integers (``TopicPartition.partition``, the
+#: ``NumPartitions`` of CreateTopics): no topic has more partitions than this.
+MAX_PARTITIONS = (1 << 31) - 1
+
+
+def _check_partition_count(n: int) -> None:
+    if n > MAX_PARTITIONS:
+        raise InvalidPartitionsError(f"Number of partitions {n} is more than Kafka's partition ids allow "
+                                     f"({MAX_PARTITIONS}: they are 32-bit integers).")
+
+
+def _replicas_per_broker(replica_lists) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for replicas in replica_lists:
+        for b in replicas:
+            out[b] = out.get(b, 0) + 1
+    return out
+
+
+def _check_topic_is_new(meta: "ClusterMetadata", name: str) -> None:
+    if name in meta.topics:
+        raise TopicExistsError(f"Topic '{name}' already exists.")
+    for other in meta.topics:
+        if has_collision(name, other):
+            raise TopicExistsError(f"Topic '{name}' collides with existing topic: {other}")
+
+
+def _metadata_bytes_per_partition(replication_factor: int) -> int:
+    """What one more partition adds to cluster.json (its replica list and state), measured
+    on the file's own format, with 10-digit broker ids (at most what they take)."""
+    replicas = [10 ** 9 + i for i in range(replication_factor)]
+    sizes = []
+    for n in (1, 2):
+        t = TopicMetadata("t", str(uuid.UUID(int=0)), [list(replicas) for _ in range(n)])
+        sizes.append(len(_dump_metadata(ClusterMetadata("c", [], {"t": t}))))
+    return sizes[1] - sizes[0]
+
+
+class _HeldSignals:
+    """SIGINT and SIGTERM arriving inside :meth:`holding` are kept until :meth:`deliver`
+    (then raised again, to the handlers there were before), so that a short sequence of
+    writes that must not be cut in the middle (a commit and the renames after it) runs to its
+    end, and the caller decides what an interrupt then means. Only the main thread can install
+    handlers; elsewhere the block runs as it is."""
+
+    def __init__(self) -> None:
+        self.pending: list[int] = []
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        saved = {}
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous = signal.getsignal(sig)
+                if previous in (signal.SIG_IGN, None):
+                    continue
+                saved[sig] = previous
+                signal.signal(sig, lambda signum, frame: self.pending.append(signum))
+            yield
+        finally:
+            for sig, previous in saved.items():
+                signal.signal(sig, previous)
+
+    def deliver(self) -> None:
+        import signal
+
+        pending, self.pending = self.pending, []
+        for sig in dict.fromkeys(pending):
+            signal.raise_signal(sig)
+
+
 @dataclass(frozen=True)
 class ReplicaDescription:
     """One replica of a partition as its folder is on disk now."""
 
     broker: int
     state: str
-    in_sync: bool
+    in_sync: bool | None  # None: unknown (no controller record on disk)
     folder: bool
     log_end_offset: int | None
     high_watermark: int | None
@@ -262,7 +373,7 @@ class PartitionDescription:
     tp: TopicPartition
     leader: int | None
     replicas: list[int]
-    isr: list[int]
+    isr: list[int] | None
     log_start_offset: int | None
     log_end_offset: int | None
     size: int | None
@@ -273,6 +384,10 @@ class PartitionDescription:
     under_replicated: bool = False
     under_min_isr: bool = False
     replica_states: tuple = ()
+    #: Where leader, epoch, replicas and ISR come from (SOURCE_*). With SOURCE_PARTITION_FOLDERS
+    #: only this broker's replica is known: ``leader`` and ``isr`` are None, the epoch is the
+    #: latest of its leader-epoch-checkpoint, and no status flag is raised.
+    source: str = SOURCE_PLOG
 
 
 class DataDir:
@@ -416,6 +531,21 @@ class DataDir:
     def partitions(self, topic: str) -> list[TopicPartition]:
         return [TopicPartition(topic, p) for p in range(self.topic(topic).partitions)]
 
+    def readable_partitions(self, topic: str) -> list[TopicPartition]:
+        """The partitions of ``topic`` a consumer can read here: all of them in a plog data
+        directory; in a Kafka log directory those it holds a folder of (its metadata log also
+        names partitions whose replicas are on other brokers). Raises
+        :class:`UnknownTopicOrPartitionError` when that leaves none."""
+        tps = self.partitions(topic)
+        if not self.kafka_log_dir:
+            return tps
+        held = [tp for tp in tps if self.partition_path(tp).is_dir()]
+        if not held:
+            raise UnknownTopicOrPartitionError(
+                f"{self.path} holds no partition folder of topic '{topic}' (its replicas are on other brokers, "
+                "or this copy of the log directory left them out)")
+        return held
+
     def replicas(self, tp) -> list[int]:
         tp = TopicPartition(*tp)
         t = self.topic(tp.topic)
@@ -455,29 +585,76 @@ class DataDir:
         return [b.id for b in self.metadata.brokers if b.running]
 
     def topic_config(self, topic: str) -> LogConfig:
+        """The topic's effective config: cluster.json's configs, or in a Kafka log directory what
+        ``plog retention``/``compact`` resolve (engine.topic_configs: the metadata log's topic
+        and dynamic broker configs over Kafka's defaults)."""
+        if self.kafka_log_dir:
+            from .topic_configs import ConfigResolver
+
+            return ConfigResolver(self.path).resolve(topic).config
         t = self.metadata.topics.get(topic)
         return LogConfig.from_properties(t.configs if t else {})
 
+    @property
+    def node_id(self) -> int | None:
+        """A Kafka log directory's broker (its ``meta.properties`` node id, else 0); None for a
+        plog data directory, which has several."""
+        return self.metadata.brokers[0].id if self.kafka_log_dir else None
+
+    def metadata_note(self) -> str | None:
+        """For a Kafka log directory, one line saying where its topic metadata was read and what
+        is not on disk; None for a plog data directory (cluster.json holds everything)."""
+        if not self.kafka_log_dir:
+            return None
+        from .topic_configs import read_metadata_image
+
+        image = read_metadata_image(self.path)
+        if image.source is not None:
+            upto = f", up to offset {image.last_offset}" if image.last_offset is not None else ""
+            return (f"{self.path} is a Kafka log directory: topic ids, configs, leaders, leader epochs, replicas "
+                    f"and ISRs as last recorded in its metadata log ({image.source}{upto}); offsets from the "
+                    "partition folders")
+        meta = read_meta_properties(self.path) if (self.path / "meta.properties").is_file() else None
+        what = ("a ZooKeeper-era Kafka log directory: topic configs, leaders, replicas and ISRs are kept in "
+                "ZooKeeper, not on disk" if meta is None or meta.version == 0 else
+                "a Kafka log directory without its metadata log (__cluster_metadata-0; metadata.log.dir is "
+                "elsewhere?): topic configs, leaders, replicas and ISRs are not here")
+        return (f"{self.path} is {what}; shown: this broker's partition folders (topic id from partition.metadata, "
+                "leader epoch from leader-epoch-checkpoint)")
+
     def partition_path(self, tp, broker_id: int | None = None) -> Path:
+        """The folder of ``tp``'s replica on ``broker_id`` (default: the leader). In a Kafka log
+        directory, always this broker's folder, whoever the controller last named leader."""
         tp = TopicPartition(*tp)
+        if self.kafka_log_dir:
+            return self.path / partition_dir_name(tp)
         broker = self.leader(tp) if broker_id is None else broker_id
         return self.broker_log_dir(broker) / partition_dir_name(tp)
+
+    def partition_facts(self, tp, broker_id: int | None = None):
+        """What the state files of ``tp``'s replica say (:func:`plog.engine.discovery.partition_facts`:
+        topic id, leader epochs, log start offset, high watermark...), or None without a folder."""
+        from .discovery import partition_facts
+
+        path = self.partition_path(tp, broker_id)
+        return partition_facts(str(path)) if path.is_dir() else None
 
     def open_reader(self, tp, broker_id: int | None = None) -> Log:
         """A read-only view of a replica (default: the leader) of ``tp`` as it is on disk now."""
         tp = TopicPartition(*tp)
         path = self.partition_path(tp, broker_id)
         if not path.is_dir():
+            if self.kafka_log_dir:
+                raise UnknownTopicOrPartitionError(f"{self.path} holds no folder for {tp} (this broker has no "
+                                                   "replica of it)")
             raise UnknownTopicOrPartitionError(f"no folder for {tp} at {path}")
-        # The log start offset may sit above the first segment (DeleteRecords, retention in
-        # progress): the broker directory's checkpoint says so.
-        start = 0
-        checkpoint = path.parent / "log-start-offset-checkpoint"
-        if checkpoint.is_file():
-            from .checkpoint_files import OffsetCheckpointFile
+        from .discovery import read_checkpoints
 
-            start = OffsetCheckpointFile(checkpoint).read().get(tp, 0)
-        log = Log.open(path, self.topic_config(tp.topic), writable=False, log_start_offset=start)
+        # The log start offset may sit above the first segment (DeleteRecords, retention in
+        # progress): the broker directory's checkpoint says so, and the loader takes the larger.
+        checkpoints = read_checkpoints(path.parent)
+        log = Log.open(path, self.topic_config(tp.topic), writable=False,
+                       log_start_offset=checkpoints.log_starts.get(tp, 0))
         for segment in log.segments:
             # A writer may trim these indexes while this view is open (roll, close).
             for index in (segment.offset_index, segment.time_index):
@@ -488,54 +665,82 @@ class DataDir:
             # Consumers see only what the ISR has: the high watermark the replica's broker
             # directory checkpointed (written at every produce round). A plain Kafka log
             # directory is read to its end: offline inspection wants every record on disk.
-            hw = read_high_watermark(path.parent, tp)
+            hw = checkpoints.high_watermarks.get(tp)
             if hw is not None:
                 log.high_watermark = max(log.log_start_offset, min(hw, log.log_end_offset))
         return log
 
     def describe_partitions(self, topic: str) -> list["PartitionDescription"]:
         """Per partition: leader, replicas, ISR, and the leader replica's offsets and size as
-        on disk now (read-only)."""
+        on disk now (read-only). In a Kafka log directory the offsets are this broker's
+        replica's whoever leads, its high watermark the replication-offset-checkpoint's and its
+        log start Kafka's (discovery.partition_facts); the other brokers' replicas are elsewhere."""
         t = self.topic(topic)
         t.sync_states()
         min_isr = self.topic_config(topic).min_insync_replicas
+        # A Kafka log directory's broker is in the state its files show (plog ls's shutdown).
+        here = _kafka_broker_state(self.path) if self.kafka_log_dir else None
         out = []
         for p, replicas in enumerate(t.replicas):
             tp = TopicPartition(topic, p)
             state = t.states[p]
             leader = state.leader if state.leader >= 0 else None
+            # Whose offsets the row shows: the leader's, or in a Kafka log directory the one replica here.
+            shown = self.node_id if self.kafka_log_dir else leader
             start = end = size = hw = None
             segments = 0
             reps = []
             for b in replicas:
+                local = not self.kafka_log_dir or b == self.node_id
                 path = self.partition_path(tp, b)
+                folder = local and path.is_dir()
                 r_end = r_hw = r_epoch = None
-                if path.is_dir():
+                if folder:
+                    facts = self.partition_facts(tp, b)
                     log = self.open_reader(tp, b)
                     try:
-                        r_end, r_hw, r_epoch = log.log_end_offset, log.high_watermark, log.epoch_cache.latest_epoch
-                        if b == leader:
-                            start, end, size, segments = (log.log_start_offset, log.log_end_offset, log.size,
+                        # A plog reader's high watermark is the checkpoint's, kept within the log;
+                        # a Kafka log directory's is shown as its checkpoint holds it.
+                        r_end, r_epoch = log.log_end_offset, facts.leader_epoch
+                        r_hw = facts.high_watermark if self.kafka_log_dir else log.high_watermark
+                        if b == shown:
+                            start, end, size, segments = (facts.log_start_offset, log.log_end_offset, log.size,
                                                           len(log.segments))
-                            hw = log.high_watermark
+                            hw = r_hw
                     finally:
                         log.close()
-                broker_state = self.broker(b).state if b in self.broker_ids else "unknown"
-                reps.append(ReplicaDescription(b, broker_state, b in state.isr, path.is_dir(), r_end, r_hw, r_epoch))
+                broker_state = here if local and here else self.broker(b).state if b in self.broker_ids \
+                    else "unknown"
+                in_sync = None if state.source == SOURCE_PARTITION_FOLDERS else b in state.isr
+                reps.append(ReplicaDescription(b, broker_state, in_sync, folder, r_end, r_hw, r_epoch))
+            if state.source == SOURCE_PARTITION_FOLDERS:
+                out.append(PartitionDescription(
+                    tp, None, list(replicas), None, start, end, size, segments, leader_epoch=state.leader_epoch,
+                    high_watermark=hw, replica_states=tuple(reps), source=state.source))
+                continue
             out.append(PartitionDescription(
                 tp, leader, list(replicas), list(state.isr), start, end, size, segments,
                 leader_epoch=state.leader_epoch, high_watermark=hw, offline=leader is None,
                 under_replicated=len(state.isr) < len(replicas),
                 under_min_isr=leader is None or len(state.isr) < min_isr,
-                replica_states=tuple(reps)))
+                replica_states=tuple(reps), source=state.source))
         return out
 
     # -- topic administration ---------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int | None = None, replication_factor: int | None = None, *,
                      configs: dict[str, str] | None = None, replica_assignment: dict[int, list[int]] | None = None,
-                     if_not_exists: bool = False, internal_ok: bool = False, rng=None) -> TopicMetadata | None:
-        """Kafka's CreateTopics: validate, place replicas (§17.2), create every replica folder.
+                     if_not_exists: bool = False, internal_ok: bool = False, rng=None,
+                     progress=None) -> TopicMetadata | None:
+        """Kafka's CreateTopics: validate, place replicas (§17.2) on the running brokers (as
+        Kafka's controller places them on the brokers it can use), create every replica folder.
+
+        All or nothing (:meth:`_create_partitions`): a request that cannot fit (more partitions
+        than Kafka's 32-bit partition ids allow, more than the free inodes or bytes of a broker
+        directory's file system hold, a replica on a broker that is not running, more locks
+        than this process may open) is refused before anything is written, and a failure or
+        Ctrl-C while the folders are made leaves no trace of the topic. ``progress(n)`` is
+        called as the replicas of ``n`` more partitions are made.
 
         Returns the new topic, or ``None`` when it exists and ``if_not_exists``."""
         validate_topic_name(name)
@@ -546,87 +751,243 @@ class DataDir:
             LogConfig.from_properties(configs)
         except ConfigError as e:
             raise InvalidTopicError(f"Invalid config for topic {name}: {e}") from None
-        with self.update() as meta:
-            if name in meta.topics:
-                if if_not_exists:
-                    return None
-                raise TopicExistsError(f"Topic '{name}' already exists.")
-            for other in meta.topics:
-                if has_collision(name, other):
-                    raise TopicExistsError(f"Topic '{name}' collides with existing topic: {other}")
-            broker_ids = {b.id for b in meta.brokers}
-            from . import placement as _placement  # noqa: PLC0415
+        self._check_writable()
+        self.reload()
+        meta = self.metadata
+        try:
+            _check_topic_is_new(meta, name)
+        except TopicExistsError:
+            if if_not_exists and name in meta.topics:
+                return None
+            raise
+        from . import placement as _placement  # noqa: PLC0415
 
-            if replica_assignment is not None:
-                if partitions is not None and partitions != len(replica_assignment):
-                    raise InvalidReplicaAssignmentError(
-                        "--partitions cannot be used with --replica-assignment (the assignment gives the count)")
-                _placement.validate_manual_assignment(replica_assignment, broker_ids)
-                assignment = replica_assignment
-            else:
-                n = 1 if partitions is None else partitions
-                rf = 1 if replication_factor is None else replication_factor
-                if n < 1:
-                    raise InvalidPartitionsError(f"Number of partitions must be larger than 0, not {n}.")
-                if rf < 1:
-                    raise InvalidReplicationFactorError(f"Replication factor must be larger than 0, not {rf}.")
-                assignment = _placement.assign_replicas_to_brokers(
-                    [_placement.BrokerMetadata(b.id, b.rack) for b in meta.brokers],
-                    n, rf, rng=rng)
-            topic = TopicMetadata(name, str(uuid.uuid4()), [list(assignment[p]) for p in range(len(assignment))],
-                                  configs)
-            meta.topics[name] = topic
-        # The folders are created after the metadata is committed: a crash in between leaves a
-        # topic whose missing folders the first writer creates (ClusterWriter.log).
-        with self.writer() as w:
-            for p, replicas in enumerate(topic.replicas):
-                for b in replicas:
-                    w.replica_log(TopicPartition(name, p), b)
+        running = [b for b in meta.brokers if b.running]
+        if replica_assignment is not None:
+            if partitions is not None and partitions != len(replica_assignment):
+                raise InvalidReplicaAssignmentError(
+                    "--partitions cannot be used with --replica-assignment (the assignment gives the count)")
+            _placement.validate_manual_assignment(replica_assignment, {b.id for b in meta.brokers})
+            self._check_room(name, len(replica_assignment), _replicas_per_broker(replica_assignment.values()))
+            assignment = replica_assignment
+        else:
+            n = 1 if partitions is None else partitions
+            rf = 1 if replication_factor is None else replication_factor
+            if n < 1:
+                raise InvalidPartitionsError(f"Number of partitions must be larger than 0, not {n}.")
+            if rf < 1:
+                raise InvalidReplicationFactorError(f"Replication factor must be larger than 0, not {rf}.")
+            _check_partition_count(n)
+            if rf <= len(running):
+                # Before placing them (a placement of millions of partitions is itself minutes
+                # and gigabytes): Kafka's placement spreads n * rf replicas evenly, so no broker
+                # gets more than its share rounded up.
+                share = -(-n * rf // len(running))
+                self._check_room(name, n, {b.id: share for b in running})
+            assignment = _placement.assign_replicas_to_brokers(
+                [_placement.BrokerMetadata(b.id, b.rack) for b in running], n, rf, rng=rng)
+        topic = TopicMetadata(name, str(uuid.uuid4()), [list(assignment[p]) for p in range(len(assignment))],
+                              configs)
+
+        def commit() -> None:
+            with self.update() as current:
+                _check_topic_is_new(current, name)
+                current.topics[name] = topic
+
+        def uncommit() -> None:
+            with self.update() as current:
+                current.topics.pop(name, None)
+
+        try:
+            self._create_partitions(topic, range(topic.partitions), commit, uncommit, progress)
+        except TopicExistsError:
+            if if_not_exists and self.has_topic(name):
+                return None  # another process created it meanwhile
+            raise
         return topic
 
     def alter_topic(self, name: str, *, partitions: int | None = None, set_configs: dict[str, str] | None = None,
                     delete_configs: list[str] | None = None,
-                    replica_assignment: dict[int, list[int]] | None = None, rng=None) -> TopicMetadata:
-        """Add partitions (never remove: Kafka cannot) and change configs."""
+                    replica_assignment: dict[int, list[int]] | None = None, rng=None,
+                    progress=None) -> TopicMetadata:
+        """Add partitions (never remove: Kafka cannot) and change configs.
+
+        New partitions are placed on the running brokers and made all or nothing, with the
+        limits of :meth:`create_topic`; the configs change with them, in the same commit, or
+        not at all. ``progress(n)`` as for :meth:`create_topic`."""
         from .placement import BrokerMetadata, add_partitions_assignment
 
-        with self.update() as meta:
-            topic = meta.topics.get(name)
-            if topic is None:
-                raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist in {self.path}")
-            if partitions is not None:
-                if partitions <= topic.partitions:
+        self._check_writable()
+        self.reload()
+        meta = self.metadata
+        current = meta.topics.get(name)
+        if current is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist in {self.path}")
+        old_count = current.partitions
+        extra: dict[int, list[int]] = {}
+        if partitions is not None:
+            if partitions <= old_count:
+                raise InvalidPartitionsError(
+                    f"Topic currently has {old_count} partitions, which is higher than or equal "
+                    f"to the requested {partitions}.")
+            _check_partition_count(partitions)
+            rf = current.replication_factor
+            running = [b for b in meta.brokers if b.running]
+            if replica_assignment is not None:
+                extra = replica_assignment
+                for p, reps in extra.items():
+                    unknown = set(reps) - {b.id for b in meta.brokers}
+                    if unknown or len(set(reps)) != len(reps) or len(reps) != rf:
+                        raise InvalidReplicaAssignmentError(
+                            f"invalid replicas {reps} for new partition {p} of {name}")
+                self._check_room(name, partitions - old_count,
+                                 _replicas_per_broker(extra[p] for p in range(old_count, partitions)), adding=True)
+            else:
+                if 0 < rf <= len(running):
+                    share = -(-(partitions - old_count) * rf // len(running))
+                    self._check_room(name, partitions - old_count, {b.id: share for b in running}, adding=True)
+                extra = add_partitions_assignment([BrokerMetadata(b.id, b.rack) for b in running],
+                                                  dict(enumerate(current.replicas)), partitions, rng=rng)
+        new_configs = None
+        if set_configs or delete_configs:
+            new_configs = dict(current.configs)
+            for k in delete_configs or []:
+                new_configs.pop(k, None)
+            new_configs.update({str(k): str(v) for k, v in (set_configs or {}).items()})
+            try:
+                LogConfig.from_properties(new_configs)
+            except ConfigError as e:
+                raise InvalidTopicError(f"Invalid config for topic {name}: {e}") from None
+        added = [list(extra[p]) for p in range(old_count, old_count + len(extra))] if extra else []
+        target = TopicMetadata(name, current.topic_id, [*current.replicas, *added],
+                               current.configs if new_configs is None else new_configs)
+        old_configs = dict(current.configs)
+
+        def commit() -> None:
+            with self.update() as meta_now:
+                t = meta_now.topics.get(name)
+                if t is None:
+                    raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist in {self.path}")
+                if t.partitions != old_count:
                     raise InvalidPartitionsError(
-                        f"Topic currently has {topic.partitions} partitions, which is higher than or equal "
-                        f"to the requested {partitions}.")
-                if replica_assignment is not None:
-                    extra = replica_assignment
-                    for p, reps in extra.items():
-                        unknown = set(reps) - {b.id for b in meta.brokers}
-                        if unknown or len(set(reps)) != len(reps) or len(reps) != topic.replication_factor:
-                            raise InvalidReplicaAssignmentError(
-                                f"invalid replicas {reps} for new partition {p} of {name}")
-                else:
-                    existing = dict(enumerate(topic.replicas))
-                    extra = add_partitions_assignment([BrokerMetadata(b.id, b.rack) for b in meta.brokers],
-                                                      existing, partitions, rng=rng)
-                for p in range(topic.partitions, partitions):
-                    topic.replicas.append(list(extra[p]))
-            if set_configs or delete_configs:
-                new = dict(topic.configs)
-                for k in delete_configs or []:
-                    new.pop(k, None)
-                new.update({str(k): str(v) for k, v in (set_configs or {}).items()})
-                try:
-                    LogConfig.from_properties(new)
-                except ConfigError as e:
-                    raise InvalidTopicError(f"Invalid config for topic {name}: {e}") from None
-                topic.configs = new
+                        f"Topic {name} has {t.partitions} partitions now, not {old_count}: another process "
+                        "altered it meanwhile; nothing was changed")
+                t.replicas.extend(list(r) for r in added)
+                t.sync_states()
+                if new_configs is not None:
+                    t.configs = dict(new_configs)
+
+        def uncommit() -> None:
+            with self.update() as meta_now:
+                t = meta_now.topics.get(name)
+                if t is not None and t.partitions == old_count + len(added):
+                    del t.replicas[old_count:]
+                    t.sync_states()
+                    t.configs = old_configs
+
+        if added:
+            self._create_partitions(target, range(old_count, target.partitions), commit, uncommit, progress)
+        else:
+            commit()
+            # The broker directories' copies of the configs (.plog-topics.json, which
+            # a LogManager opened on one of them alone reads) follow at once.
+            with self.writer() as w:
+                w.acquire(sorted({b for reps in target.replicas for b in reps} & set(self.running_brokers())))
+        self.reload()
+        return self.topic(name)
+
+    # -- making partition folders, all or nothing -------------------------------------------
+
+    def _check_room(self, name: str, count: int, per_broker: dict[int, int], *, adding: bool = False) -> None:
+        """Refuse, before anything is written, ``count`` new partitions of ``name`` whose
+        replicas land ``per_broker[b]`` on broker ``b`` (or each broker's even share, before
+        placement) when their folders and their lines of cluster.json do not fit the free
+        inodes and bytes of the file systems."""
+        from .log_manager import check_room_for_new_logs, new_log_bytes
+
+        new_logs: dict[Path, tuple[int, int]] = {}
+        sample = TopicPartition(name, max(count - 1, 0))  # the longest folder name
+        for b, k in per_broker.items():
+            log_dir = self.broker_log_dir(b)
+            if not log_dir.is_dir():
+                continue  # made by its first writer: its file system is the data directory's
+            block = os.statvfs(log_dir).f_frsize
+            n, nbytes = new_logs.get(log_dir, (0, 0))
+            new_logs[log_dir] = (n + k, nbytes + k * new_log_bytes(sample, block))
+        # cluster.json is rewritten whole through a tmp file: the old file and the new one.
+        rf = max(1, -(-sum(per_broker.values()) // max(count, 1)))
+        metadata = self.path / METADATA_FILE
+        size = metadata.stat().st_size if metadata.exists() else 0
+        n, nbytes = new_logs.get(self.path, (0, 0))
+        new_logs[self.path] = (n, nbytes + size + count * _metadata_bytes_per_partition(rf))
+        plural = "s" if count != 1 else ""
+        what = f"adding {count} partition{plural} to topic {name}" if adding else \
+            f"creating {count} partition{plural} of topic {name}"
+        check_room_for_new_logs(new_logs, what)
+
+    def _create_partitions(self, topic: TopicMetadata, partitions: range, commit, uncommit, progress=None) -> None:
+        """Make the replica folders of ``partitions`` of ``topic`` and ``commit()`` the topic's
+        metadata, all or nothing.
+
+        1. Refuse, before writing: a replica on a broker that is not running (its directory is
+           not opened), more locks than the process may open (``descriptor_budget``).
+        2. Under the ``.lock`` of every broker involved (a writer opens no folder meanwhile),
+           make each folder under a ``-delete`` name, which every start-up removes (Kafka's
+           too), then make them durable (``LogManager.sync_new_logs``: one ``syncfs`` for many).
+        3. With SIGINT and SIGTERM held back: ``commit()`` (cluster.json), rename the folders
+           to their names, fsync each broker directory.
+
+        A failure or an interrupt in 2 removes the folders; a failure in 3 calls
+        ``uncommit()`` as well. A crash in 2 leaves ``-delete`` folders the next writer
+        removes; a crash in 3, between the commit and a rename, leaves partitions whose
+        folders the first writer creates (:meth:`ClusterWriter.replica_log`)."""
+        from .descriptor_budget import budget
+
+        self.reload()
+        tps = [(TopicPartition(topic.name, p), topic.replicas[p]) for p in partitions]
+        brokers = sorted({b for _, reps in tps for b in reps})
+        for tp, reps in tps:
+            for b in reps:
+                broker = self.broker(b)
+                if not broker.running:
+                    raise BrokerNotAvailableError(f"broker {b} is {broker.state}: its replica of {tp} cannot be "
+                                                  f"written (plog brokers start {b}); nothing was written")
+        budget().require(len(brokers))
+        topic_id = uuid.UUID(topic.topic_id)
+        committed = False
+        signals = _HeldSignals()
         with self.writer() as w:
-            for p, replicas in enumerate(topic.replicas):
-                for b in replicas:
-                    w.replica_log(TopicPartition(name, p), b)
-        return topic
+            try:
+                w.acquire(brokers)
+                managers = [w.manager(b) for b in brokers]
+                for tp, reps in tps:
+                    for b in reps:
+                        lm = w.manager(b)
+                        lm.stage_new_log(tp, topic_id, log_dir=lm.log_dirs[0])
+                    if progress is not None:
+                        progress(1)
+                for lm in managers:
+                    lm.sync_new_logs()
+                with signals.holding():
+                    commit()
+                    committed = True
+                    for lm in managers:
+                        lm.adopt_new_logs()
+                        fsync_dir(lm.log_dirs[0])
+                    w.adopt_metadata_topics()
+                    for lm in managers:
+                        lm.keep_new_logs()
+            except BaseException:
+                try:
+                    if committed:
+                        uncommit()
+                finally:
+                    for lm in list(w._managers.values()):
+                        lm.discard_new_logs()
+                    signals.deliver()  # an interrupt held back meanwhile wins over the failure
+                raise
+        # Complete: an interrupt that came during the commit stops the command now.
+        signals.deliver()
 
     def delete_topic(self, name: str) -> TopicMetadata:
         """Kafka's delete: each replica folder is renamed ``<tp>.<uuid>-delete``, then removed;
@@ -722,6 +1083,11 @@ class ClusterWriter:
         need = sorted(set(broker_ids) - set(self._managers))
         if not need:
             return False
+        from .descriptor_budget import budget
+
+        # Each lock is a descriptor held to the end: refuse now, naming ulimit -n, rather than
+        # fail on EMFILE half-way through the writes.
+        budget().require(len(need))
         opened = {}
         if self._managers and need[0] < max(self._managers):
             # Out of order: free locks can still be taken without waiting (no cycle can
@@ -741,17 +1107,21 @@ class ClusterWriter:
         self._managers.update(opened)
         if first:
             self.data_dir.reload()
-        # plog's metadata is the source of topic ids and configs for every log directory.
-        topics = {name: {"topic_id": t.topic_id, "configs": dict(t.configs)}
-                  for name, t in self.data_dir.metadata.topics.items()}
-        for lm in opened.values():
-            lm.adopt_topics(topics)
+        self.adopt_metadata_topics(opened.values())
         if first and not self.data_dir.kafka_log_dir:
             from .replication import needs_tick
 
             if needs_tick(self.data_dir.metadata, self.clock(), self.session_timeout_ms):
                 self.controller_tick()
         return first
+
+    def adopt_metadata_topics(self, managers=None) -> None:
+        """plog's metadata is the source of topic ids and configs for every log directory:
+        hand them to ``managers`` (default: every one this writer holds)."""
+        topics = {name: {"topic_id": t.topic_id, "configs": dict(t.configs)}
+                  for name, t in self.data_dir.metadata.topics.items()}
+        for lm in (self._managers.values() if managers is None else managers):
+            lm.adopt_topics(topics)
 
     def acquire_all(self) -> None:
         """Hold the lock of every running broker (controller work)."""
@@ -1109,16 +1479,6 @@ def _id_list(ids) -> str:
     return "[" + ",".join(map(str, ids)) + "]"
 
 
-def read_high_watermark(log_dir: Path, tp: TopicPartition) -> int | None:
-    """``tp``'s high watermark in ``log_dir``'s replication-offset-checkpoint (None: absent)."""
-    path = log_dir / "replication-offset-checkpoint"
-    if not path.is_file():
-        return None
-    from .checkpoint_files import OffsetCheckpointFile
-
-    return OffsetCheckpointFile(path).read().get(tp)
-
-
 def _read_metadata(path: Path) -> ClusterMetadata:
     try:
         data = json.loads(path.read_text())
@@ -1147,26 +1507,65 @@ def _looks_like_kafka_log_dir(path: Path) -> bool:
 
 
 def _kafka_dir_metadata(path: Path) -> ClusterMetadata:
-    """One broker and the topics whose partition folders are in ``path``."""
+    """The cluster as a Kafka log directory records it: one broker (this directory's node), and
+    every topic that its metadata log or its partition folders name.
+
+    A topic in the KRaft metadata log (``__cluster_metadata-0``) has the controller's last
+    known topic id, configs and, per partition, replicas, leader, leader epoch and ISR
+    (``PartitionRecord`` then each ``PartitionChangeRecord``): SOURCE_METADATA_LOG. A topic
+    only in partition folders (a ZooKeeper-era directory keeps all of that in ZooKeeper) has
+    the topic id of its ``partition.metadata`` and, per partition, this broker as its one
+    known replica at the latest epoch of its ``leader-epoch-checkpoint``:
+    SOURCE_PARTITION_FOLDERS, configs unknown."""
+    from .discovery import partition_facts, read_checkpoints, scan_log_dir
+    from .topic_configs import read_metadata_image
+
     meta = read_meta_properties(path) if (path / "meta.properties").is_file() else None
     node = meta.node_id if meta is not None and meta.node_id is not None else 0
-    partitions: dict[str, set[int]] = {}
-    for entry in os.scandir(path):
-        if not entry.is_dir():
-            continue
-        try:
-            tp, kind = parse_partition_dir_name(entry.name)
-        except EngineError:
-            continue
-        if kind == "current" and tp.topic != "__cluster_metadata":
-            partitions.setdefault(tp.topic, set()).add(tp.partition)
+    image = read_metadata_image(path)
+    folders: dict[str, dict[int, object]] = {}
+    for info in scan_log_dir(str(path)).partitions:
+        tp = info.topic_partition
+        if info.kind == "current" and tp is not None and tp.topic != CLUSTER_METADATA_TOPIC:
+            folders.setdefault(tp.topic, {})[tp.partition] = info
+    checkpoints = read_checkpoints(path)
     topics = {}
-    for name, parts in partitions.items():
-        # Folders only say which partitions this broker holds; missing ones are absent here.
-        n = max(parts) + 1
-        topics[name] = TopicMetadata(name, "", [[node] for _ in range(n)])
+    for name in sorted((set(image.topics) | set(folders)) - {CLUSTER_METADATA_TOPIC}):
+        registrations = image.partitions.get(name, {}) if name in image.topics else {}
+        facts = {p: partition_facts(info, checkpoints) for p, info in folders.get(name, {}).items()}
+        # Folders only say which partitions this broker holds; the others are known only to
+        # the controller's records (or, without them, absent here).
+        count = max([*registrations, *facts], default=-1) + 1
+        replicas, states = [], []
+        for p in range(count):
+            reg = registrations.get(p)
+            if reg is not None:
+                replicas.append(list(reg.replicas))
+                states.append(PartitionState(reg.leader, reg.leader_epoch, list(reg.isr), SOURCE_METADATA_LOG))
+            else:
+                epoch = facts[p].leader_epoch if p in facts else None
+                replicas.append([node])
+                states.append(PartitionState(node, 0 if epoch is None else epoch, [node], SOURCE_PARTITION_FOLDERS))
+        known = name in image.topics
+        topic_id = image.topics.get(name) or next((f.topic_id for f in facts.values() if f.topic_id), None)
+        topics[name] = TopicMetadata(
+            name, str(base64url_to_uuid(topic_id)) if topic_id else "", replicas,
+            dict(image.topic_configs.get(name, {})) if known else {}, states,
+            SOURCE_METADATA_LOG if known else SOURCE_PARTITION_FOLDERS)
     cluster_id = meta.cluster_id if meta is not None and meta.cluster_id else ""
     return ClusterMetadata(cluster_id, [Broker(node)], topics)
+
+
+def _kafka_broker_state(log_dir: Path) -> str:
+    """This directory's broker, in ``plog ls``'s words: ``running`` while a process holds its
+    ``.lock``, ``stopped`` after a clean shutdown (``.kafka_cleanshutdown``), else ``unclean``
+    (it crashed, this is a copy of a running broker, or it never finished starting)."""
+    from .checkpoint_files import CleanShutdownFile
+    from .inventory import lock_holder
+
+    if (log_dir / ".lock").is_file() and lock_holder(str(log_dir / ".lock"))[1] is not None:
+        return "running"
+    return "stopped" if CleanShutdownFile(log_dir).exists() else "unclean"
 
 
 __all__ = [

@@ -1,9 +1,14 @@
 """Reading the entries of a ``.log`` file in bounded chunks (Kafka's ``FileRecords.batchesFrom``).
 
-The file is read with ``readinto`` into a reused buffer, never mapped: a segment
+The file is read with ``preadv`` into a reused buffer, never mapped: a segment
 truncated by another process while we read it gives a short read here, not a SIGBUS,
 and memory stays at one chunk (8 MiB by default, or the size of the largest batch if
 that is bigger) whatever the file size.
+
+The descriptor is a :class:`~plog.engine.descriptor_budget.ReopenableFile`, held from the
+first batch to the end of the iteration: an iteration suspended between two batches (a
+consumer with thousands of partitions) lets the descriptor budget close it, and the next
+read reopens the same file (or fails with ``ESTALE`` if the path now names another file).
 
 Each chunk is walked by :class:`plog.formats.batches.BatchIterator`; an entry cut by the
 chunk boundary is carried over to the next read. Batches are yielded with their file
@@ -13,10 +18,15 @@ chunk buffer is reused); copy it (``bytes(batch.buffer)``) to keep it.
 
 from __future__ import annotations
 
+import errno
 import os
-from typing import BinaryIO, Iterator
+import stat
+from typing import Iterator
 
 from plog.formats.batches import BatchIterator, TrailingBytes
+from plog.formats.errors import FormatError
+
+from .descriptor_budget import ReopenableFile
 
 DEFAULT_CHUNK_SIZE = 8 << 20
 
@@ -40,18 +50,26 @@ class FileBatches:
         self.trailing: TrailingBytes | None = None
 
     def __iter__(self) -> Iterator:
-        with open(self.path, "rb") as f:
+        f = ReopenableFile(self.path, os.O_RDONLY)
+        try:
+            if stat.S_ISDIR(f.stat.st_mode):  # open(2) takes a directory; reading it cannot
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self.path)
             yield from self._iter(f)
+        except FormatError as e:
+            if e.path is None:  # its position is in this file: say which (an error names its file)
+                e.path = self.path
+            raise
+        finally:
+            f.close()
 
-    def _iter(self, f: BinaryIO) -> Iterator:
-        file_end = os.fstat(f.fileno()).st_size
+    def _iter(self, f: ReopenableFile) -> Iterator:
+        file_end = f.stat.st_size
         end = file_end if self.end is None else min(self.end, file_end)
         pos = self.start
         buf = bytearray(min(self.chunk_size, max(end - pos, 0)) or 1)
         while pos < end:
             want = min(len(buf), end - pos)
-            f.seek(pos)
-            got = f.readinto(memoryview(buf)[:want])
+            got = _read_into(f.fd, memoryview(buf)[:want], pos)
             if got <= 0:
                 break  # the file shrank under us: what was read is all there is
             view = memoryview(buf)[:got]
@@ -81,3 +99,24 @@ class FileBatches:
                 self.trailing = tail
                 return
             pos = tail.position
+
+
+def _read_into(fd: int, view: memoryview, position: int) -> int:
+    """Fill ``view`` from ``position`` as far as the file goes (a short count at EOF)."""
+    done = 0
+    while done < len(view):
+        n = os.preadv(fd, [view[done:]], position + done) if _HAS_PREADV else _pread_into(fd, view[done:],
+                                                                                         position + done)
+        if n <= 0:
+            break
+        done += n
+    return done
+
+
+def _pread_into(fd: int, view: memoryview, position: int) -> int:
+    data = os.pread(fd, len(view), position)
+    view[:len(data)] = data
+    return len(data)
+
+
+_HAS_PREADV = hasattr(os, "preadv")

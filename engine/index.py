@@ -25,14 +25,26 @@ Lifecycle of an offset or time index (Kafka's ``AbstractIndex`` and ``LazyIndex`
 5. **Close**: trim, unmap. The object goes back to state 1; a later use reopens the file
    and counts entries from its length again.
 
+Between uses the process's descriptor budget (:mod:`plog.engine.descriptor_budget`) may
+*evict* a mapped index, least recently used first, when it needs room for other files: the
+map (and its descriptor) is closed, and everything else is kept in memory: the entry count,
+the length, the last entry, which pages have storage. The next use maps the file again and
+goes on with those, so an evicted active index keeps its true entry count: its preallocated
+zero slots never become entries, and nothing is trimmed or rewritten. A length that shrank
+meanwhile (another process trimmed a file a read-only view maps) is mapped as it is now, the
+count clamped to it. Counts and sizes (``entries``, ``is_full``, ``last_offset``...),
+``resize``/trim and ``flush`` of an evicted index do not map it again (a flush syncs what
+the old map wrote with ``fsync``: the pages stay dirty in the page cache after an unmap).
+
 Read-only indexes (``writable=False``, the offline tools) map the file read-only, never
 create, resize, trim or write it, and raise :class:`ReadOnlyIndexError` for mutations. A
 missing file raises ``FileNotFoundError`` on first use, not at construction.
 
 File descriptors: like Kafka (which closes its ``RandomAccessFile`` right after mapping),
 the descriptor used to map is closed at once; Python's ``mmap`` keeps its own duplicate,
-so an open index costs one descriptor and one mapping. A resize reopens the file by path.
-A zero-length file cannot be mapped in Python; it is held as "no map, 0 entries".
+so an open index costs one descriptor and one mapping, both counted by the budget. A resize
+reopens the file by path. A zero-length file cannot be mapped in Python; it is held as "no
+map, 0 entries" and costs nothing.
 
 The transaction index is small and rarely written (one entry per aborted transaction
 whose marker lands in the segment), so it is read with ``pread`` in chunks instead of
@@ -84,6 +96,7 @@ _PACK_OFFSET = struct.Struct(">ii").pack
 _PACK_TIME = struct.Struct(">qi").pack
 _PAGE = mmap.PAGESIZE
 
+from .descriptor_budget import ReopenableFile, budget, open_fd
 # Sanity checks raise plog.engine.errors.CorruptIndexError (the formats error, re-exported).
 from .errors import EngineError, IndexFullError, InvalidOffsetError
 
@@ -217,7 +230,8 @@ class AbstractIndex:
 
     @property
     def is_loaded(self) -> bool:
-        """Whether the file is currently open and mapped (``LazyIndex`` loaded)."""
+        """Whether the file was opened and its state is in memory (``LazyIndex`` loaded); the
+        descriptor budget may have closed its map since (the next use maps it again)."""
         return self._loaded
 
     @property
@@ -228,6 +242,16 @@ class AbstractIndex:
     # -- opening, mapping --------------------------------------------------------------
 
     def _ensure(self) -> None:
+        """Loaded and mapped (a map is needed to read or store entries)."""
+        if self._mm is not None and budget().touch(self):
+            return
+        if not self._loaded:
+            self._open()
+        elif self._length:
+            self._remap()
+
+    def _load(self) -> None:
+        """Loaded: the counts and sizes are known (an evicted index is not mapped again)."""
         if not self._loaded:
             self._open()
 
@@ -239,12 +263,12 @@ class AbstractIndex:
         created = False
         if self.writable:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+                fd = open_fd(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
                 created = True
             except FileExistsError:
-                fd = os.open(self.path, os.O_RDWR)
+                fd = open_fd(self.path, os.O_RDWR)
         else:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = open_fd(self.path, os.O_RDONLY)
         try:
             if created:
                 # 2. Preallocate: max_index_size rounded down to the entry size.
@@ -276,16 +300,68 @@ class AbstractIndex:
         self._loaded = True
         self._refresh_last()
 
+    def _remap(self) -> None:
+        """Map an evicted index again, keeping its state (module docstring). The file is
+        mapped at the length this object knows, or shorter if it shrank meanwhile."""
+        size = self.entry_size
+        if self._mm is not None:  # mapped but not counted (a budget replaced): map anew
+            self._unmap()
+        fd = open_fd(self.path, os.O_RDWR if self.writable else os.O_RDONLY)
+        try:
+            length = os.fstat(fd).st_size
+            if not self.writable and self.live_reader:
+                length = _nonzero_prefix(fd, length, size)
+            if length >= self._length:
+                length = self._length
+            self._mm = self._map(fd, length)
+        finally:
+            os.close(fd)
+        if length < self._length:
+            # Cut under us (a read-only view of a live writer's index): what is gone is gone.
+            self._length = length
+            self._max_entries = length // size
+            self._backed = min(self._backed, length // _PAGE * _PAGE)
+            if self._entries > self._max_entries:
+                self._entries = self._max_entries
+                self._refresh_last()
+
     def _map(self, fd: int, length: int) -> mmap.mmap | None:
+        """Map ``length`` bytes of ``fd``, counted by the descriptor budget (room is made
+        first; when the kernel refuses a map or a descriptor anyway, idle holders are closed
+        and the map is tried again)."""
         if length == 0:
             return None  # mmap cannot map an empty file; an empty index needs no map
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        return mmap.mmap(fd, length, access=access)
+        b = budget()
+        b.admit(self, 1, 1)
+        while True:
+            try:
+                return mmap.mmap(fd, length, access=access)
+            except OSError as e:
+                # ENOMEM: vm.max_map_count reached; EMFILE/ENFILE: no descriptor for mmap's dup.
+                if e.errno not in (errno.ENOMEM, errno.EMFILE, errno.ENFILE) or not b.relieve(keep=self):
+                    b.forget(self)
+                    raise
+            except BaseException:
+                b.forget(self)
+                raise
 
     def _unmap(self) -> None:
         if self._mm is not None:
+            budget().forget(self)
             self._mm.close()
             self._mm = None
+
+    def _budget_evict(self) -> bool:
+        """Close the map for the descriptor budget, keeping the state (module docstring)."""
+        mm = self._mm
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                return False  # a caller still holds a view of it: in use
+            self._mm = None
+        return True
 
     def _forget(self) -> None:
         """Back to the unloaded state: the next use reopens the file from disk."""
@@ -301,7 +377,7 @@ class AbstractIndex:
         """Slots ``first .. first+count-1`` read with ``pread`` rather than through the map:
         they may be holes of a preallocated file (see the module docstring)."""
         size = self.entry_size
-        fd = os.open(self.path, os.O_RDONLY)
+        fd = open_fd(self.path, os.O_RDONLY, keep=self)
         try:
             return os.pread(fd, count * size, first * size)
         finally:
@@ -318,7 +394,7 @@ class AbstractIndex:
         lo = pos // _PAGE * _PAGE
         hi = min(-(-end // _PAGE) * _PAGE, self._length)
         try:
-            fd = os.open(self.path, os.O_RDWR)
+            fd = open_fd(self.path, os.O_RDWR, keep=self)
             try:
                 page = bytearray(os.pread(fd, hi - lo, lo))
                 if len(page) < hi - lo:  # the file is shorter than we mapped: someone cut it
@@ -347,30 +423,30 @@ class AbstractIndex:
     @property
     def entries(self) -> int:
         """Number of valid entries."""
-        self._ensure()
+        self._load()
         return self._entries
 
     @property
     def max_entries(self) -> int:
         """Slots in the file as currently sized (``length // entry_size``)."""
-        self._ensure()
+        self._load()
         return self._max_entries
 
     @property
     def length(self) -> int:
         """The file length as mapped (Kafka's ``length()``), not the bytes in use."""
-        self._ensure()
+        self._load()
         return self._length
 
     @property
     def size_in_bytes(self) -> int:
         """Bytes in use: ``entries * entry_size`` (``sizeInBytes``)."""
-        self._ensure()
+        self._load()
         return self._entries * self.entry_size
 
     def is_full(self) -> bool:
         """No free slot: ``entries >= max_entries``."""
-        self._ensure()
+        self._load()
         return self._entries >= self._max_entries
 
     # -- resizing, truncation ----------------------------------------------------------
@@ -384,21 +460,24 @@ class AbstractIndex:
         """
         if new_size < 0:
             raise ValueError(f"Invalid index size {new_size} for {self._name}")
-        self._ensure()
+        self._load()
         size = self.entry_size
         rounded = size * (new_size // size)
         if rounded == self._length:
             return False
         self._require_writable("resize")
         # Kafka's resize: reopen by path (our descriptor went with the first map), unmap,
-        # set the length, map again. On a failure after the unmap the index is forgotten,
-        # so the next use reopens whatever the disk holds.
-        fd = os.open(self.path, os.O_RDWR)
+        # set the length, map again. An index the budget evicted stays unmapped (the next
+        # use maps it). On a failure after the unmap the index is forgotten, so the next use
+        # reopens whatever the disk holds.
+        mapped = self._mm is not None or self._length == 0  # (an empty file has no map to keep)
+        fd = open_fd(self.path, os.O_RDWR, keep=self)
         try:
             self._unmap()
             try:
                 os.ftruncate(fd, rounded)
-                self._mm = self._map(fd, rounded)
+                if mapped:
+                    self._mm = self._map(fd, rounded)
             except BaseException:
                 self._forget()
                 raise
@@ -416,7 +495,7 @@ class AbstractIndex:
 
     def trim_to_valid_size(self) -> None:
         """Cut the file to ``entries * entry_size`` (``trimToValidSize``)."""
-        self._ensure()
+        self._load()
         self.resize(self._entries * self.entry_size)
 
     def _truncate_to_entries(self, entries: int) -> None:
@@ -450,8 +529,8 @@ class AbstractIndex:
         to flush and is not opened."""
         if not self.writable:
             return
-        self._ensure()
-        if self._mm is None:
+        self._load()
+        if self._length == 0:
             return
         # msync only the pages holding entries appended since the last flush: the map is
         # preallocated (10 MiB by default) and a whole-map msync per produce round costs
@@ -461,9 +540,19 @@ class AbstractIndex:
         size = self.entry_size
         done = getattr(self, "_flushed_entries", None)
         entries = self._entries
-        if done is None or entries < done:
+        if done is not None and entries == done:
+            return
+        if self._mm is None:
+            # Evicted: the entries the old map stored are dirty pages of the file, which an
+            # fsync writes as an msync of the map would have (it is one on Linux).
+            fd = open_fd(self.path, os.O_RDWR, keep=self)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        elif done is None or entries < done:
             self._mm.flush()
-        elif entries > done:
+        else:
             start = (done * size) // mmap.PAGESIZE * mmap.PAGESIZE
             self._mm.flush(start, entries * size - start)
         self._flushed_entries = entries
@@ -475,7 +564,7 @@ class AbstractIndex:
     def _slot(self, n: int) -> bytes:
         # Within the pages we wrote, the map; elsewhere pread (the slot may be a hole).
         size = self.entry_size
-        if (n + 1) * size <= self._backed:
+        if (n + 1) * size <= self._backed and self._mm is not None:
             return bytes(self._mm[n * size:(n + 1) * size])
         return self._read_slots(n, 1)
 
@@ -565,7 +654,7 @@ class OffsetIndex(AbstractIndex):
 
     def _refresh_last(self) -> None:
         n = self._entries
-        if n == 0 or n * 8 <= self._backed:
+        if n == 0 or (n * 8 <= self._backed and self._mm is not None):
             self._last_offset = ix.last_offset_entry(self._buf, n, self.base_offset).offset
         else:
             self._last_offset = ix.last_offset_entry(self._read_slots(n - 1, 1), 1, self.base_offset).offset
@@ -573,7 +662,7 @@ class OffsetIndex(AbstractIndex):
     @property
     def last_offset(self) -> int:
         """Offset of the last entry, or ``base_offset`` when empty."""
-        self._ensure()
+        self._load()
         return self._last_offset
 
     def lookup(self, target_offset: int) -> OffsetPosition:
@@ -661,7 +750,7 @@ class TimeIndex(AbstractIndex):
 
     def _refresh_last(self) -> None:
         n = self._entries
-        if n == 0 or n * 12 <= self._backed:
+        if n == 0 or (n * 12 <= self._backed and self._mm is not None):
             self._last_entry = ix.last_time_entry(self._buf, n, self.base_offset)
         else:
             self._last_entry = ix.last_time_entry(self._read_slots(n - 1, 1), 1, self.base_offset)
@@ -669,12 +758,12 @@ class TimeIndex(AbstractIndex):
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(-1, base_offset)`` when empty."""
-        self._ensure()
+        self._load()
         return self._last_entry
 
     def is_full(self) -> bool:
         """``entries >= max_entries - 1``: the last slot is kept for the roll/close entry."""
-        self._ensure()
+        self._load()
         return self._entries >= self._max_entries - 1
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
@@ -751,9 +840,10 @@ class TransactionIndex:
     Kafka, the last offset is not read back from an existing file: only appends and
     ``truncate_to`` set it. A trailing partial entry is ignored by every read.
 
-    The descriptor is opened by the first append or truncation and kept until ``close``;
-    reads of a file this object has not opened use a short-lived descriptor. Not
-    thread-safe.
+    The descriptor is opened by the first append or truncation and kept until ``close``
+    (a :class:`~plog.engine.descriptor_budget.ReopenableFile`: the descriptor budget may close
+    it while idle, and the next use reopens it); reads of a file this object has not opened
+    use a short-lived descriptor. Not thread-safe.
     """
 
     _READ_ENTRIES = 4096  # entries per pread: 139 KiB, whatever the file size
@@ -761,7 +851,7 @@ class TransactionIndex:
     def __init__(self, path: str | os.PathLike, start_offset: int):
         self.path = Path(path)
         self.start_offset = start_offset
-        self._fd: int | None = None
+        self._fd: ReopenableFile | None = None
         self._last_offset: int | None = None
 
     def __repr__(self) -> str:
@@ -790,7 +880,7 @@ class TransactionIndex:
     def size_in_bytes(self) -> int:
         """The file length, 0 when there is no file."""
         if self._fd is not None:
-            return os.fstat(self._fd).st_size
+            return os.fstat(self._fd.fd).st_size
         try:
             return os.stat(self.path).st_size
         except FileNotFoundError:
@@ -799,8 +889,8 @@ class TransactionIndex:
     def _channel(self) -> int:
         # O_APPEND: every write lands at the end, after a truncate_to as well.
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
-        return self._fd
+            self._fd = ReopenableFile(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+        return self._fd.fd
 
     def append(self, txn: AbortedTxn) -> None:
         """Append one entry; its ``last_offset`` must exceed the previous append's."""
@@ -811,9 +901,8 @@ class TransactionIndex:
                 f"of index {self._name}")
         data = memoryview(ix.encode_aborted_txn(txn.producer_id, txn.first_offset, txn.last_offset,
                                                 txn.last_stable_offset, txn.version))
-        fd = self._channel()
         while data:
-            written = os.write(fd, data)
+            written = os.write(self._channel(), data)
             data = data[written:]
         self._last_offset = txn.last_offset
 
@@ -821,16 +910,17 @@ class TransactionIndex:
         """(file position, bytes) of consecutive runs of whole entries."""
         owned = self._fd is None
         try:
-            fd = os.open(self.path, os.O_RDONLY) if owned else self._fd
+            fd = open_fd(self.path, os.O_RDONLY) if owned else -1
         except FileNotFoundError:
             return
         try:
-            end = os.fstat(fd).st_size
+            # Our own descriptor is fetched for each read: the budget may close it between.
+            end = os.fstat(fd if owned else self._fd.fd).st_size
             pos = 0
             step = self._READ_ENTRIES * ix.TXN_INDEX_ENTRY_SIZE
             while end - pos >= ix.TXN_INDEX_ENTRY_SIZE:
                 want = min(step, (end - pos) // ix.TXN_INDEX_ENTRY_SIZE * ix.TXN_INDEX_ENTRY_SIZE)
-                data = os.pread(fd, want, pos)
+                data = os.pread(fd if owned else self._fd.fd, want, pos)
                 whole = len(data) // ix.TXN_INDEX_ENTRY_SIZE * ix.TXN_INDEX_ENTRY_SIZE
                 if whole == 0:
                     return  # the file shrank under us
@@ -869,7 +959,7 @@ class TransactionIndex:
 
     def _truncate_file(self, length: int) -> None:
         if self._fd is not None:
-            os.ftruncate(self._fd, length)
+            os.ftruncate(self._fd.fd, length)
         else:
             os.truncate(self.path, length)
 
@@ -902,13 +992,13 @@ class TransactionIndex:
     def flush(self) -> None:
         """fsync what this object wrote (nothing to do if it never opened the file)."""
         if self._fd is not None:
-            os.fsync(self._fd)
+            os.fsync(self._fd.fd)
 
     def close(self) -> None:
         """Close the descriptor, if open. Idempotent."""
         if self._fd is not None:
-            fd, self._fd = self._fd, None
-            os.close(fd)
+            handle, self._fd = self._fd, None
+            handle.close()
 
     def delete_if_exists(self) -> bool:
         self.close()
@@ -926,6 +1016,10 @@ class TransactionIndex:
             _rename(self.path, new)
         finally:
             self.path = new
+            if self._fd is not None:
+                self._fd.moved_to(new)
 
     def update_parent_dir(self, new_dir: str | os.PathLike) -> None:
         self.path = Path(new_dir) / self.path.name
+        if self._fd is not None:
+            self._fd.moved_to(self.path)

@@ -16,6 +16,10 @@ POSIX locks belong to the *process*, with two traps this module guards against:
   never open (and close) ``.lock``; the registry check happens first for that reason too.
   Other code in a process that holds a lock must not open ``.lock`` either.
 
+The descriptor of a held lock counts against the process's descriptor budget
+(:mod:`plog.engine.descriptor_budget`) as a pinned one: it is never closed to make room, and
+the budget closes idle segment files and index maps instead.
+
 Readers (dump, verify, lookup, scan) never take the lock.
 """
 
@@ -26,6 +30,7 @@ import fcntl
 import os
 import threading
 
+from .descriptor_budget import budget, open_fd
 from .errors import LogDirError, LogDirLockedError
 
 LOCK_FILE_NAME = ".lock"
@@ -74,11 +79,12 @@ class LogDirLock:
                 raise LogDirError(f"Cannot lock {self.path}: {e.strerror}") from e
             self._fd = fd
             _held[self.log_dir] = self
+            budget().pin(1)
 
     def _open(self) -> int:
         try:
             # Read-write because an exclusive POSIX lock needs a descriptor open for writing.
-            return os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+            return open_fd(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
         except OSError as e:
             raise LogDirError(f"Cannot open {self.path}: {e.strerror}") from e
 
@@ -96,6 +102,7 @@ class LogDirLock:
             self._fd = None
             if _held.get(self.log_dir) is self:
                 del _held[self.log_dir]
+            budget().unpin(1)
             try:
                 fcntl.lockf(fd, fcntl.LOCK_UN)
             finally:
@@ -119,6 +126,7 @@ def _after_fork_in_child() -> None:
     for lock in _held.values():
         fd, lock._fd = lock._fd, None
         if fd is not None:
+            budget().unpin(1)
             try:
                 os.close(fd)
             except OSError:

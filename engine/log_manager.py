@@ -19,6 +19,14 @@ Start-up follows Kafka (kafka-format.md §13.1): take the lock; read and delete 
 shutdown marker; read the checkpoints; load every partition folder (``-delete`` folders
 are removed, ``-stray`` and ``-future`` ones are left alone, ``__cluster_metadata-*`` is
 skipped), recovering from the recovery point when the shutdown was not clean.
+
+New partitions in bulk (a topic's creation, added partitions): :meth:`LogManager.stage_new_log`
+makes each folder, with the files a new partition has, under a ``-delete`` name (which
+start-up removes, here and in Kafka: a crash leaves nothing that looks like a partition);
+the caller commits the topic elsewhere and then :meth:`LogManager.adopt_new_logs` renames the
+folders to their names, or :meth:`LogManager.discard_new_logs` removes them (under whichever
+name they have). :func:`check_room_for_new_logs` says beforehand whether the file systems
+can hold them.
 """
 
 from __future__ import annotations
@@ -31,20 +39,22 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from plog.formats.checkpoints import MetaProperties
+from plog.formats.checkpoints import MetaProperties, format_partition_metadata
 
 from .checkpoint_files import (
     CleanShutdownFile,
     OffsetCheckpointFile,
     PartitionMetadataFile,
     atomic_write,
+    fsync_dir,
     read_meta_properties,
     write_meta_properties,
 )
 from .config import LogConfig
-from .errors import InvalidTopicError, LogDirError
+from .errors import InvalidTopicError, LogDirError, ResourceLimitError
 from .lock import LogDirLock
 from .log import LoadReport, Log
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_prefix
 from .topics import (
     CLUSTER_METADATA_TOPIC,
     TopicPartition,
@@ -81,13 +91,16 @@ class LogManager:
     """
 
     def __init__(self, log_dirs, *, default_config: LogConfig | None = None, node_id: int = 1,
-                 cluster_id: str | None = None, time_source=None, lazy: bool = False):
+                 cluster_id: str | None = None, time_source=None, lazy: bool = False, format_missing: bool = True):
         self.log_dirs = [Path(d).resolve() for d in ([log_dirs] if isinstance(log_dirs, (str, os.PathLike)) else log_dirs)]
         if not self.log_dirs:
             raise LogDirError("no log directory given")
         self.default_config = default_config or LogConfig()
         self.node_id = node_id
         self.cluster_id = cluster_id
+        #: Write a meta.properties into a log directory that has none (plog's own directories,
+        #: as `kafka-storage format` would); False for existing directories being maintained.
+        self.format_missing = format_missing
         self._now = time_source
         self._locks: list[LogDirLock] = []
         self.logs: dict[TopicPartition, Log] = {}
@@ -97,6 +110,8 @@ class LogManager:
         # then their checkpointed values are carried over unchanged.
         self.lazy = lazy
         self._unloaded: dict[TopicPartition, tuple[Path, Path]] = {}
+        #: new partitions being made (module docstring): tp -> [staged folder, adopted folder or None]
+        self._new_logs: dict[TopicPartition, list] = {}
         self._checkpoints: dict[Path, tuple[dict, dict, dict]] = {}
         self.report = StartupReport()
         self.closed = False
@@ -121,6 +136,8 @@ class LogManager:
 
     def _ensure_meta_properties(self, log_dir: Path) -> None:
         meta = read_meta_properties(log_dir)
+        if meta is None and not self.format_missing:
+            return
         if meta is None:
             if self.cluster_id is None:
                 self.cluster_id = random_base64_uuid()
@@ -286,6 +303,90 @@ class LogManager:
         self._log_dir_of[tp] = target_dir
         return log
 
+    # -- new partitions in bulk (module docstring) -----------------------------------------------
+
+    def stage_new_log(self, tp, topic_id: uuid.UUID, *, log_dir: str | os.PathLike | None = None) -> Path:
+        """Make the folder of the new partition ``tp`` under a ``<tp>.<uuid>-delete`` name, with
+        what a new partition holds once its first writer closed it: ``partition.metadata``
+        and an empty first segment (``.log``, ``.index``, ``.timeindex``). Nothing is
+        fsynced (:meth:`sync_new_logs` does it for all at once). The folder is this
+        manager's to adopt or discard from the moment its name is chosen, so an interrupt at
+        any point leaves nothing :meth:`discard_new_logs` misses. Returns the folder."""
+        tp = TopicPartition(*tp)
+        target_dir = Path(log_dir).resolve() if log_dir else self._least_loaded_dir()
+        if target_dir not in self.log_dirs:
+            raise LogDirError(f"{target_dir} is not one of this broker's log directories")
+        final = target_dir / partition_dir_name(tp)
+        if tp in self.logs or tp in self._unloaded or tp in self._new_logs or final.exists():
+            raise LogDirError(f"{final} exists already: a partition of a topic that is not in the metadata "
+                              "(left there by hand, or by an older plog interrupted while creating it); "
+                              "move it away to create the topic")
+        path = target_dir / delete_dir_name(tp)
+        self._new_logs[tp] = [path, None]
+        os.mkdir(path)
+        _write_new_file(path / "partition.metadata", format_partition_metadata(topic_id).encode())
+        prefix = segment_file_prefix(0)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            _write_new_file(path / f"{prefix}{suffix}", b"")
+        return path
+
+    def sync_new_logs(self) -> None:
+        """Make the folders :meth:`stage_new_log` made durable. A few: ``partition.metadata``
+        and the folder of each are fsynced (the segment files are empty: their entries in the
+        folder are what counts). Many: one ``syncfs`` of the file system, as thousands of
+        fsyncs would take minutes (:func:`sync_file_systems`)."""
+        staged = [entry[0] for entry in self._new_logs.values() if entry[1] is None]
+        if len(staged) > _FSYNC_EACH_UP_TO:
+            sync_file_systems(self.log_dirs)
+            return
+        for path in staged:
+            fd = os.open(path / "partition.metadata", os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_dir(path)
+
+    def adopt_new_logs(self) -> list[Path]:
+        """Rename every folder :meth:`stage_new_log` made to its partition's name and count
+        them among this manager's partitions (unopened, at offset 0 in the checkpoints).
+        The log directory is fsynced by the caller, once for all. Returns the new paths."""
+        out = []
+        for tp, entry in self._new_logs.items():
+            if entry[1] is not None:
+                continue
+            staged = entry[0]
+            log_dir = staged.parent
+            final = log_dir / partition_dir_name(tp)
+            if final.exists():  # rename(2) would replace an empty folder: never take another's
+                raise LogDirError(f"{final} exists already")
+            os.rename(staged, final)
+            entry[1] = final
+            self._log_dir_of[tp] = log_dir
+            self._unloaded[tp] = (log_dir, final)
+            recovery_points, _log_starts, high_watermarks = self._checkpoints.setdefault(log_dir, ({}, {}, {}))
+            recovery_points[tp] = 0
+            high_watermarks[tp] = 0
+            out.append(final)
+        return out
+
+    def discard_new_logs(self) -> None:
+        """Undo :meth:`stage_new_log` and :meth:`adopt_new_logs`: every new folder is removed,
+        under whichever name it has, and its partition forgotten."""
+        new, self._new_logs = self._new_logs, {}
+        for tp, (staged, final) in new.items():
+            if final is not None:
+                self._unloaded.pop(tp, None)
+                self._log_dir_of.pop(tp, None)
+                for values in self._checkpoints.get(final.parent, ()):
+                    values.pop(tp, None)
+                shutil.rmtree(final, ignore_errors=True)
+            shutil.rmtree(staged, ignore_errors=True)
+
+    def keep_new_logs(self) -> None:
+        """The new partitions are committed: they are ordinary partitions from now on."""
+        self._new_logs = {}
+
     def _least_loaded_dir(self) -> Path:
         counts = {d: 0 for d in self.log_dirs}
         for d in self._log_dir_of.values():
@@ -376,3 +477,108 @@ class LogManager:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+#: Up to this many new folders, each is fsynced (two fsyncs a folder); beyond, one syncfs of
+#: the file system, which costs as much as a few fsyncs but waits for all of its dirty data,
+#: other programs' included.
+_FSYNC_EACH_UP_TO = 16
+
+
+def _write_new_file(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def sync_file_systems(directories) -> None:
+    """Make everything written on the file systems of ``directories`` durable: one
+    ``syncfs(2)`` per file system (Linux), instead of an fsync of every file and folder of
+    thousands of new partitions; ``sync(2)`` where there is no ``syncfs``. A write error is
+    raised naming the directory (kernels since 5.8 report them to ``syncfs``)."""
+    seen: dict[int, str] = {}
+    for d in directories:
+        seen.setdefault(os.stat(d).st_dev, os.fspath(d))
+    syncfs = _syncfs()
+    for d in seen.values():
+        if syncfs is None:
+            os.sync()
+            return
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            if syncfs(fd) != 0:
+                import ctypes
+
+                err = ctypes.get_errno()
+                raise OSError(err, os.strerror(err), d)
+        finally:
+            os.close(fd)
+
+
+def _syncfs():
+    try:
+        import ctypes
+
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (ImportError, OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+#: The inodes a new partition folder takes (:meth:`LogManager.stage_new_log`): the folder,
+#: ``partition.metadata``, and the first segment's ``.log``, ``.index`` and ``.timeindex``.
+NEW_LOG_INODES = 5
+
+
+def new_log_bytes(tp, block_size: int) -> int:
+    """The bytes a new partition folder takes on a file system of ``block_size`` blocks: the
+    folder's first block and ``partition.metadata``'s (43 bytes hold a block); the folder's
+    entry in its log directory (ext4: 8 bytes and the name, 4-aligned); its lines in the
+    three offset checkpoints of the log directory, twice (each is rewritten through a tmp
+    file). The segment files are empty: a writer preallocates the indexes sparse, which takes
+    no block until entries are written."""
+    name = partition_dir_name(TopicPartition(*tp))
+    entry = (8 + len(name.encode()) + 3) // 4 * 4
+    checkpoint_line = len(f"{tp[0]} {tp[1]} 0\n".encode())
+    return 2 * block_size + entry + 2 * 3 * checkpoint_line
+
+
+def check_room_for_new_logs(new_logs: dict, what: str) -> None:
+    """Raise :class:`ResourceLimitError` unless the file systems can hold the new partition
+    folders: ``new_logs`` maps each log directory to ``(count, bytes)``, the number of new
+    folders and their bytes (:func:`new_log_bytes`). Log directories on one file system are
+    summed; a file system that counts no inodes (btrfs, ZFS) is judged on bytes alone.
+    ``what`` names the request in the message ("creating 9 partitions of topic t")."""
+    by_fs: dict[int, list] = {}
+    for log_dir, (count, nbytes) in new_logs.items():
+        st = os.stat(log_dir)
+        need = by_fs.setdefault(st.st_dev, [os.fspath(log_dir), 0, 0])
+        need[1] += count
+        need[2] += nbytes
+    for where, count, nbytes in by_fs.values():
+        vfs = os.statvfs(where)
+        inodes = count * NEW_LOG_INODES
+        problems = []
+        if vfs.f_files > 0 and inodes > vfs.f_favail:
+            problems.append(f"{inodes} inodes ({NEW_LOG_INODES} a partition folder: the folder, partition.metadata, "
+                            f".log, .index, .timeindex) where {vfs.f_favail} are free")
+        free = vfs.f_bavail * vfs.f_frsize
+        if nbytes > free:
+            problems.append(f"{_human(nbytes)} where {_human(free)} are free")
+        if problems:
+            raise ResourceLimitError(f"{what} needs {' and '.join(problems)} on the file system of {where}; "
+                                     "nothing was written")
+
+
+def _human(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)

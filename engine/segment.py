@@ -22,7 +22,12 @@ Kafka's rules kept here (kafka-format.md §8):
 * **Truncate** (§8.6) to an offset: cut the ``.log`` at the first batch holding it.
 
 The log file is written with ``pwrite`` at the tracked end and read with ``pread``; it
-is never memory-mapped, so a file truncated by another process cannot SIGBUS us.
+is never memory-mapped, so a file truncated by another process cannot SIGBUS us. Its
+descriptor is a :class:`~plog.engine.descriptor_budget.ReopenableFile`: the process's
+descriptor budget may close it while the segment is idle (a writer of thousands of
+partitions holds only as many open as ``ulimit -n`` allows), and the next use reopens the
+same file. Nothing is lost by that: what was written is in the page cache, and ``flush``
+fsyncs the file through whichever descriptor it has then.
 Not thread-safe: a ``Log`` serialises access to its segments.
 """
 
@@ -41,6 +46,7 @@ from plog.formats.indexes import TimestampOffset
 from plog.formats.legacy import LegacyBatch
 from plog.formats.record_batch import CRC_START
 
+from .descriptor_budget import ReopenableFile
 from .errors import OffsetOverflowError
 from .file_records import FileBatches
 from .index import OffsetIndex, TimeIndex, TransactionIndex
@@ -145,16 +151,13 @@ class LogSegment:
                                     writable=writable)
         self.txn_index = TransactionIndex(self.dir / f"{prefix}{TXN_INDEX_SUFFIX}{file_suffix}", base_offset)
         existed = self.log_path.exists()
-        if writable:
-            fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        else:
-            fd = os.open(self.log_path, os.O_RDONLY)
-        self._fd = fd
+        flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
+        self._file = ReopenableFile(self.log_path, flags, 0o644)
         if not existed and preallocate and init_file_size > 0:
-            os.ftruncate(fd, init_file_size)
+            os.ftruncate(self._fd, init_file_size)
             self.size = 0
         else:
-            self.size = os.fstat(fd).st_size
+            self.size = self._file.stat.st_size
         self._bytes_since_last_index_entry = 0
         self._max_ts_so_far: TimestampOffset | None = None  # loaded lazily from the time index
         self._rolling_based_timestamp: int | None = None
@@ -174,6 +177,11 @@ class LogSegment:
                    max_index_size=config.segment_index_bytes, rolling_jitter_ms=jitter, file_suffix=file_suffix,
                    preallocate=config.preallocate, init_file_size=config.segment_bytes, writable=writable,
                    time_source=time_source)
+
+    @property
+    def _fd(self) -> int:
+        """The ``.log`` descriptor, reopened if the budget closed it: fetch it for each call."""
+        return self._file.fd
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -532,7 +540,7 @@ class LogSegment:
 
     def close(self) -> None:
         """Kafka's close: final time-index entry (if known), trim indexes, close files."""
-        if self._fd < 0:
+        if self._file.closed:
             return
         if self.writable and self.max_timestamp_so_far.timestamp >= 0:
             mts = self.max_timestamp_so_far
@@ -546,18 +554,16 @@ class LogSegment:
         self.txn_index.close()
         if self.writable and os.fstat(self._fd).st_size > self.size:
             os.ftruncate(self._fd, self.size)
-        os.close(self._fd)
-        self._fd = -1
+        self._file.close()
 
     def close_handlers(self) -> None:
         """Close files without trimming (used before deleting or renaming away)."""
-        if self._fd < 0:
+        if self._file.closed:
             return
         self.offset_index.close_handler()
         self.time_index.close_handler()
         self.txn_index.close()
-        os.close(self._fd)
-        self._fd = -1
+        self._file.close()
 
     def delete_if_exists(self) -> None:
         self.close_handlers()
@@ -579,6 +585,7 @@ class LogSegment:
         new_log = renamed(self.log_path)
         os.replace(self.log_path, new_log)
         self.log_path = new_log
+        self._file.moved_to(new_log)
         self.offset_index.rename_to(renamed(self.offset_index.path))
         self.time_index.rename_to(renamed(self.time_index.path))
         self.txn_index.rename_to(renamed(self.txn_index.path))
