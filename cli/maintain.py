@@ -161,7 +161,7 @@ def quiet_option():
         "offset (whichever comes first); never beyond the high watermark; deleted files are renamed *.deleted "
         "and removed once file.delete.delay.ms has passed or when the log is next opened for writing (as a "
         "broker does at start-up); --delete-delay-ms 0 removes them at once. "
-        + CONFIG_SOURCES + "\n\nExit status: 0 success, 1 error, 2 usage error, 130 interrupted."
+        + CONFIG_SOURCES + "\n\nExit status: 0 success, 1 error, 2 usage error, 130 interrupted, 143 terminated."
     )
 )
 def retention(
@@ -195,7 +195,7 @@ def retention(
         "latest record of each key stays, tombstones stay until delete.retention.ms past their delete horizon, "
         "aborted transactions go, markers stay until safe. Files are replaced through .cleaned/.swap, so a "
         "crash at any moment leaves a log that recovery completes. " + CONFIG_SOURCES
-        + "\n\nExit status: 0 success, 1 error, 2 usage error, 130 interrupted."
+        + "\n\nExit status: 0 success, 1 error, 2 usage error, 130 interrupted, 143 terminated."
     )
 )
 def compact(
@@ -233,7 +233,7 @@ def compact(
         "One maintenance cycle as a broker runs it: the cleaner on compacted topics, then retention on every "
         "topic, then removal of *.deleted files whose file.delete.delay.ms has passed. The embedded engine "
         "runs the same cycle by itself after writes once log.retention.check.interval.ms has passed.\n\n"
-        "Exit status: 0 success, 1 error, 2 usage error, 130 interrupted."
+        "Exit status: 0 success, 1 error, 2 usage error, 130 interrupted, 143 terminated."
     )
 )
 def maintain(

@@ -9,9 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from .common import quiet_option
+from .common import DEFAULT_DATA_DIR, quiet_option
 
-from .errors import PlogCliError
 from .exit_codes import ExitCode
 from .app import app
 from .output import ReportFormat, emit_document
@@ -20,6 +19,7 @@ from .progress import byte_progress
 
 # text, json (one document: findings and counts) or jsonl (one object per finding, streamed).
 VerifyFormat = ReportFormat
+DATA_DIR_ENV = "PLOG_DATA_DIR"  # as recover, retention, compact and maintain (cli/maintain.py)
 
 
 @app.command(
@@ -27,15 +27,23 @@ VerifyFormat = ReportFormat
         "Example: plog verify --jobs 4 /var/lib/kafka/data\n\n"
         "Text output is one line per finding, path:position: severity[check]: message (position is a byte "
         "position in that file); jsonl is one object per finding with severity, check, path, position, offset "
-        "and message; json is one document, {\"findings\": [...], \"summary\": {...}}. A summary goes to stderr. Warnings are conditions a broker handles by itself (a missing "
-        "index, an untrimmed preallocated index, no clean-shutdown marker, ...).\n\n"
-        "Exit status: 0 no problems (warnings allowed unless --strict), 1 error (cannot run: bad path, I/O "
-        "error), 2 usage error, 3 problems found."
+        "and message; json is one document, {\"findings\": [...], \"summary\": {...}}. A summary goes to stderr. "
+        "Warnings are conditions a broker handles by itself (a missing index, an untrimmed preallocated index, "
+        "no clean-shutdown marker, ...). A damaged batch or index says what a broker's start-up does about it: "
+        "it recovers the segments from the recovery point on after an unclean shutdown, and trusts the others "
+        "(plog recover --all --salvage repairs those). Without PATH, the data directory ($PLOG_DATA_DIR or "
+        "./plog-data) is verified; a PATH that cannot be verified is reported and the others still are.\n\n"
+        "Exit status: 0 no problems (warnings allowed unless --strict), 1 error (a PATH could not be verified: "
+        "missing, not Kafka data, I/O error), 2 usage error, 3 problems found."
     )
 )
 def verify(
-    paths: List[str] = typer.Argument(..., metavar="PATH...",
-                                      help="Segment files, partition folders, log directories or data directories."),
+    paths: Optional[List[str]] = typer.Argument(None, metavar="PATH...",
+                                                help="Segment files, partition folders, log directories or data "
+                                                     "directories (default: the data directory)."),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", "-d", envvar=DATA_DIR_ENV, show_default=False,
+                                           help=f"The data directory to verify when no PATH is given "
+                                                f"(default ./{DEFAULT_DATA_DIR})."),
     fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", case_sensitive=False,
                                      help="text (path:position: severity[check]: message), json (one "
                                           "document) or jsonl (one object per finding)."),
@@ -50,14 +58,20 @@ def verify(
     """Check Kafka log files without modifying them: batch CRCs and framing, offsets,
     .index/.timeindex/.txnindex against the log, producer snapshots, checkpoints,
     partition.metadata. Keeps going past damage, resynchronising on the next valid batch."""
-    from plog.engine.discovery import NotAKafkaPathError
     from plog.engine.verify import VerifyOptions, VerifyStats, default_jobs, plan, planned_bytes, verify_paths
 
+    from .app import one_line
+    from .maintain import resolve_path
+
+    paths = list(paths) if paths else [data_dir or resolve_path(None)]
     options = VerifyOptions(max_findings_per_check=max_findings)
-    try:
-        tasks = plan(paths, options)
-    except NotAKafkaPathError as e:
-        raise PlogCliError(str(e)) from e
+    # A path that cannot be verified is one error line; the others are still verified.
+    bad: list = []
+    tasks = plan(paths, options, errors=bad)
+    for path, e in bad:
+        sys.stderr.write(f"plog: error: {one_line(e)}\n")
+    if bad and not tasks:
+        sys.exit(int(ExitCode.ERROR))
     stats = VerifyStats()
     collected: list[dict] = []
     write = collected.append if fmt is ReportFormat.json else _writer(fmt)
@@ -76,15 +90,29 @@ def verify(
     problems = stats.errors + (stats.warnings if strict else 0)
     if not quiet:
         note = " (--strict: warnings count)" if strict and stats.warnings else ""
-        sys.stderr.write(
-            f"plog verify: checked {stats.files} files ({stats.bytes} bytes, {stats.batches} batches) in "
-            f"{stats.partitions} partition{'s' * (stats.partitions != 1)}: {stats.errors} "
-            f"error{'s' * (stats.errors != 1)}, "
-            f"{stats.warnings} warning{'s' * (stats.warnings != 1)}{note}\n")
+        failed = (f"; {len(bad)} path{'s' * (len(bad) != 1)} could not be verified" if bad else "")
+        sys.stderr.write(f"plog verify: {summary(stats)}{note}{failed}\n")
+    if bad:
+        # The command could not do all its work: an error (1), whatever the others found.
+        sys.exit(int(ExitCode.ERROR))
     if problems:
         # SystemExit, not typer.Exit: cli.app.main runs the app with standalone_mode=False, where
         # Typer turns typer.Exit into a return value that main() does not pass on.
         sys.exit(int(ExitCode.PROBLEMS_FOUND))
+
+
+def _plural(n: int, word: str, words: str | None = None) -> str:
+    return f"{n} {word if n == 1 else words or word + 's'}"
+
+
+def summary(stats) -> str:
+    """``checked 3 files (… bytes, … batches) in 2 partitions: 0 errors, 1 warning``; a
+    lone segment, snapshot or checkpoint file is counted as what it is, not as partitions."""
+    where = (f" in {_plural(stats.partitions, 'partition')}" if stats.partitions else
+             f" of {_plural(stats.segments, 'segment')}" if stats.segments else "")
+    return (f"checked {_plural(stats.files, 'file')} ({_plural(stats.bytes, 'byte')}, "
+            f"{_plural(stats.batches, 'batch', 'batches')}){where}: "
+            f"{_plural(stats.errors, 'error')}, {_plural(stats.warnings, 'warning')}")
 
 
 def _finding_json(f) -> dict:

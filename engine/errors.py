@@ -67,8 +67,20 @@ class LogDirError(EngineError):
     """A log directory that cannot be used (not a directory, unreadable, inconsistent)."""
 
 
+class NotAKafkaPathError(LogDirError, ValueError):
+    """A path that is none of: segment file, partition folder, log directory, data directory
+    (``engine.discovery``). A user error, so the CLI prints it as one line (exit 1); also a
+    ``ValueError``, which callers that predate this class catch."""
+
+
 class KafkaStorageError(EngineError):
     """An I/O failure while writing; the log is not known to be intact past this point."""
+
+
+class ResourceLimitError(EngineError):
+    """A request refused before anything is written because this machine cannot hold it: the
+    free inodes or bytes of a log directory's file system, or the files this process may open
+    (``ulimit -n``). The message names the limit and the numbers."""
 
 
 # -- the embedded cluster's front (topics, produce, consume, groups, reassignment) ----------
@@ -140,3 +152,22 @@ class NotEnoughReplicasAfterAppendError(EngineError):
 class LeaderNotAvailableError(EngineError):
     """A partition with no leader: every replica that may lead is on a stopped broker
     (Kafka's ``LeaderNotAvailableException``)."""
+
+
+def bad_document_reason(e: Exception) -> str:
+    """Why one of plog's own JSON files (``cluster.json``, a group file) does not read, in a
+    user's words, for the one-line error that names the file: a reader of the parsed
+    document got ``e`` from a missing field or a value of the wrong type, and Python's own
+    message for that names Python's types ("'NoneType' object is not iterable")."""
+    import json
+
+    if isinstance(e, json.JSONDecodeError):
+        return f"not JSON: {e}"
+    if isinstance(e, KeyError):
+        return f"the field {e} is missing"
+    text = str(e)
+    if isinstance(e, ValueError) and text.startswith("invalid literal for int()"):
+        return f"{text.rsplit(': ', 1)[-1]} is not a whole number"
+    if isinstance(e, (TypeError, AttributeError, IndexError)):
+        return "a value of the wrong type (a list, an object, a number or a string where another is expected)"
+    return text

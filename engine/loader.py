@@ -11,8 +11,10 @@
 5. **Open segments** in file-name order. An index without its ``.log`` is an orphan and is
    deleted. A segment without an offset index, or with a txn index that fails its sanity
    check, is recovered even after a clean shutdown.
-6. **Recover** (only after an unclean shutdown, i.e. no ``.kafka_cleanshutdown``): every
-   segment from the one holding the recovery point to the end. When a segment had to be
+6. **Recover** the segments :func:`startup_recovery` names (the rule ``plog recover`` plans
+   with and ``plog verify`` judges damage by): those of pass 5 and, only after an unclean
+   shutdown (no ``.kafka_cleanshutdown``), every segment from the one holding the recovery
+   point to the end. When a segment had to be
    truncated, every later segment is deleted (its data follows a hole). An offset index
    that refuses an entry (offsets going backwards) makes the whole segment invalid: it is
    truncated to its base offset, as Kafka's ``InvalidOffsetException`` handler does.
@@ -42,6 +44,7 @@ from plog.formats.errors import CorruptIndexError, FormatError
 
 from .checkpoint_files import fsync_dir
 from .config import LogConfig
+from .discovery import log_start_offset_at_load
 from .epoch import LeaderEpochCache
 from .errors import InvalidOffsetError, OffsetOverflowError
 from .file_records import FileBatches
@@ -61,6 +64,62 @@ MAX_SPLIT_ROUNDS = 64
 def _offset_of(name: str) -> int | None:
     head = name.split(".", 1)[0]
     return int(head) if head.isdigit() else None
+
+
+# -- what a broker's start-up recovers (shared with plog recover's plan and plog verify) -------
+
+
+def txn_index_problem(path: str | os.PathLike, base_offset: int) -> str | None:
+    """Why ``TransactionIndex.sanityCheck`` fails on the file (None: it passes)."""
+    from .index import TransactionIndex
+
+    try:
+        TransactionIndex(path, base_offset).sanity_check()
+    except CorruptIndexError as e:
+        return e.reason
+    return None
+
+
+def segment_recovery_reasons(*, has_offset_index: bool, txn_index_problem: str | None = None) -> list[str]:
+    """Why a broker's start-up recovers a segment whatever the shutdown was
+    (``LogLoader.loadSegmentFiles``: ``sanityCheck`` finds no offset index, or a transaction
+    index entry below the segment's base offset). Empty: the segment's files are trusted."""
+    reasons = []
+    if not has_offset_index:
+        reasons.append("no offset index")
+    if txn_index_problem:
+        reasons.append(f"corrupt transaction index ({txn_index_problem})")
+    return reasons
+
+
+def unflushed_reason(recovery_point: int) -> str:
+    return f"holds or follows the recovery point {recovery_point} (unclean shutdown)"
+
+
+def startup_recovery(base_offsets: Iterable[int], file_reasons: dict[int, list[str]], *, had_clean_shutdown: bool,
+                     recovery_point: int, why: str | None = None) -> dict[int, list[str]]:
+    """The segments a broker's start-up recovers, ``{base offset: reasons}`` in base order.
+
+    The one notion of "what start-up revalidates" that the loader acts on, ``plog recover``
+    plans with and ``plog verify`` judges damage by: after an unclean shutdown, every segment
+    from the one holding ``recovery_point`` (``LogSegments.values(recoveryPoint)``: its floor,
+    or every segment when it lies below the first) to the end, for ``why`` (by default
+    :func:`unflushed_reason`); whatever the shutdown, each segment with ``file_reasons``
+    (:func:`segment_recovery_reasons`). A segment not returned is trusted as it is on disk,
+    damage included.
+    """
+    import bisect
+
+    bases = sorted(base_offsets)
+    first = len(bases) if had_clean_shutdown else max(bisect.bisect_right(bases, recovery_point) - 1, 0)
+    out: dict[int, list[str]] = {}
+    for i, base in enumerate(bases):
+        reasons = list(file_reasons.get(base, ()))
+        if i >= first:
+            reasons.insert(0, why or unflushed_reason(recovery_point))
+        if reasons:
+            out[base] = reasons
+    return out
 
 
 def _strip(name: str, suffix: str) -> str:
@@ -101,7 +160,7 @@ def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, cl
         directory.mkdir(parents=True, exist_ok=True)
         _complete_swaps_and_remove_temp_files(directory, config, report, now)
     segments = LogSegments()
-    needs_recovery: set[int] = set()
+    file_reasons: dict[int, list[str]] = {}
     # Pass 5: open segments; orphan indexes go.
     names = sorted(os.listdir(directory))
     logs = {n for n in names if n.endswith(LOG) and _offset_of(n) is not None}
@@ -114,19 +173,23 @@ def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, cl
     for name in sorted(logs):
         base = _offset_of(name)
         segment = LogSegment.open(directory, base, config, writable=writable, time_source=now)
-        if not segment.offset_index.path.exists():
-            needs_recovery.add(base)
+        has_index = segment.offset_index.path.exists()
+        if not has_index:
             report.actions.append(f"{name}: no offset index, will rebuild")
         elif writable and not segment.time_index.path.exists():
             segment.time_index.resize(0)  # Kafka: a newly created time index starts empty
+        txn_problem = None
         try:
             segment.txn_index.sanity_check()
         except CorruptIndexError as e:
-            needs_recovery.add(base)
+            txn_problem = e.reason
             report.actions.append(f"{name}: corrupt transaction index ({e}), will rebuild")
-        if base in forced and base not in needs_recovery:
-            needs_recovery.add(base)
+        reasons = segment_recovery_reasons(has_offset_index=has_index, txn_index_problem=txn_problem)
+        if base in forced and not reasons:
+            reasons.append("revalidation requested")
             report.actions.append(f"{name}: revalidation requested, will rebuild its indexes")
+        if reasons:
+            file_reasons[base] = reasons
         segments.add(segment)
 
     producer_state = ProducerStateManager(directory) if writable else None
@@ -137,10 +200,9 @@ def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, cl
 
     # Pass 6: recovery from the recovery point.
     if writable:
-        if not clean:
-            unflushed = segments.values(recovery_point_checkpoint)
-            needs_recovery.update(s.base_offset for s in unflushed)
-        _recover_segments(log, sorted(needs_recovery), report, progress)
+        needs_recovery = startup_recovery(segments.base_offsets, file_reasons, had_clean_shutdown=clean,
+                                          recovery_point=recovery_point_checkpoint)
+        _recover_segments(log, list(needs_recovery), report, progress)
 
     # Pass 7: log end offset.
     last = segments.last
@@ -168,7 +230,7 @@ def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, cl
     if writable:
         segments.last.resize_indexes(config.segment_index_bytes)
     # Pass 11: leader epochs and the log start offset.
-    log.log_start_offset = max(log_start_checkpoint, segments.first.base_offset)
+    log.log_start_offset = log_start_offset_at_load(log_start_checkpoint, segments.first.base_offset)
     if writable:
         epoch_cache.truncate_from_end(log_end)
         epoch_cache.truncate_from_start(log.log_start_offset)

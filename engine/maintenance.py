@@ -263,8 +263,8 @@ def _plan_log_dir(log_dir, parts, operations, options, now, report) -> None:
                 outcome = PartitionOutcome(op, log_dir, part.name, _config_summary(eff, op))
                 if clean is False:
                     outcome.explanation.append(
-                        "the log directory was not shut down cleanly: a real run recovers it first "
-                        "(see plog recover --dry-run); this plan reads the files as they are")
+                        "the log directory was not shut down cleanly: a real run recovers it first, or refuses "
+                        "when that would lose data (see plog recover --dry-run); this plan reads the files as they are")
                 _plan_one(op, log, eff, cleaner.get(tp), options, now, outcome)
                 report.partitions.append(outcome)
         finally:
@@ -345,6 +345,32 @@ def _compaction_result_summary(result) -> str:
 # -- real run ----------------------------------------------------------------------------------------
 
 
+def _refuse_lossy_recovery(path: str, *, all_segments: bool = False) -> None:
+    """Raise :class:`MaintenanceError` when the recovery a maintenance run starts with (the
+    directory was not shut down cleanly) would cut or delete anything. Retention and
+    compaction delete what their policies say; what damage costs is for the operator to
+    decide with ``plog recover``, whose plan names it, not a side effect of another command.
+    A plog writer killed mid-work leaves no torn batch (it writes whole batches), so its
+    directory recovers without loss and maintenance goes on; a torn tail needs a machine
+    crash, and the bytes at the end of a segment cannot tell a torn batch from damage."""
+    from .recovery import plan_recovery
+
+    plan = plan_recovery(path, all_segments=all_segments)
+    losses = []
+    for p in plan.partitions:
+        name = p.topic_partition or os.path.basename(p.path)
+        t = p.truncation
+        if t is not None:
+            losses.append(f"{name}: truncate {t.file} at byte {t.position}, {t.bytes} bytes ({t.kind})")
+        losses.extend(f"{name}: delete {d.file}" for d in p.deleted_segments)
+    if losses:
+        more = f" and {len(losses) - 1} more" if len(losses) > 1 else ""
+        raise MaintenanceError(
+            f"{path} was not shut down cleanly, and recovering it first would cut data ({losses[0]}{more}); "
+            f"plog recover --dry-run {path} shows what that loses, plog recover (or --salvage) does it; "
+            f"then run this again")
+
+
 def _run_log_dir(log_dir, parts, operations, options, now, report, progress) -> None:
     from .log_manager import LogManager
 
@@ -352,8 +378,13 @@ def _run_log_dir(log_dir, parts, operations, options, now, report, progress) -> 
     outcome_dir = LogDirOutcome(log_dir, clean)
     report.log_dirs.append(outcome_dir)
     resolver = ConfigResolver(log_dir, overrides=options.overrides, server_properties=options.server_properties)
+    if not clean:
+        _refuse_lossy_recovery(log_dir)
     try:
-        lm = LogManager([log_dir], lazy=True, time_source=(lambda: now) if options.now_ms is not None else None)
+        # An existing log directory is maintained as it is: never given a meta.properties
+        # (a broker refuses to start on a log directory whose cluster.id is not its own).
+        lm = LogManager([log_dir], lazy=True, time_source=(lambda: now) if options.now_ms is not None else None,
+                        format_missing=False)
     except LogDirLockedError as e:
         raise MaintenanceError(f"{e} (stop the broker or the plog writer first)") from None
     try:
@@ -395,6 +426,7 @@ def _run_standalone_partition(part, operations, options, now, report, progress) 
     resolver = ConfigResolver(parent, overrides=options.overrides, server_properties=options.server_properties)
     tp = part.topic_partition
     eff = resolver.resolve(tp.topic)
+    _refuse_lossy_recovery(part.path, all_segments=True)
     fd = os.open(part.path, os.O_RDONLY)
     try:
         try:

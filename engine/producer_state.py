@@ -514,6 +514,31 @@ def list_snapshot_files(log_dir: str | os.PathLike) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
+def stray_snapshots(snapshot_offsets: Iterable[int], segment_base_offsets: Iterable[int]) -> dict[int, int | None]:
+    """The snapshots ``removeStraySnapshots`` deletes (a broker's every load does), each
+    with the later stray snapshot that supersedes it: a snapshot with no segment starting at
+    its offset is stray; every stray but the largest goes, and the largest too when it lies
+    below the last segment's base offset (superseded by None: the segments). The largest
+    stray above every base is the clean-shutdown snapshot at the log end offset: it stays."""
+    bases = set(segment_base_offsets)
+    out: dict[int, int | None] = {}
+    latest_stray = None
+    for offset in sorted(snapshot_offsets):
+        if offset not in bases:
+            if latest_stray is not None:
+                out[latest_stray] = offset
+            latest_stray = offset
+    if latest_stray is not None and bases and latest_stray < max(bases):
+        out[latest_stray] = None
+    return out
+
+
+def snapshot_out_of_range(offset: int, log_start_offset: int, log_end_offset: int) -> bool:
+    """``truncateAndReload``'s bounds: a snapshot above the log end offset, or at or below
+    the log start offset (note: exactly at the log start goes too), is deleted."""
+    return offset > log_end_offset or offset <= log_start_offset
+
+
 def read_snapshot(path: str | os.PathLike) -> list[ProducerStateEntry]:
     """The entries of a snapshot file (``readSnapshot``); CorruptSnapshotError if it does not decode.
 
@@ -784,25 +809,14 @@ class ProducerStateManager:
             self._remove_and_delete_snapshot(snap)
 
     def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> list[int]:
-        """Delete snapshots with no segment at their offset, keeping only the largest such
-        one, and only if it is above every segment base (the clean-shutdown snapshot at the
-        log end offset) -- ``removeStraySnapshots``. Rescans the directory first. Returns the
-        offsets deleted."""
-        bases = set(segment_base_offsets)
+        """Delete the snapshots :func:`stray_snapshots` names -- ``removeStraySnapshots``.
+        Rescans the directory first. Returns the offsets deleted."""
         snapshots = list_snapshot_files(self.log_dir)
-        deleted = []
-        latest_stray = None
-        for offset in list(snapshots):
-            if offset not in bases:
-                if latest_stray is not None:
-                    _delete_if_exists(snapshots.pop(latest_stray))
-                    deleted.append(latest_stray)
-                latest_stray = offset
-        if latest_stray is not None and bases and latest_stray < max(bases):
-            _delete_if_exists(snapshots.pop(latest_stray))
-            deleted.append(latest_stray)
+        deleted = sorted(stray_snapshots(snapshots, segment_base_offsets))
+        for offset in deleted:
+            _delete_if_exists(snapshots.pop(offset))
         self._snapshots = snapshots
-        return sorted(deleted)
+        return deleted
 
     def _clear_state(self) -> None:
         # The Java HashMap keeps its table size through clear(), so _capacity stays.
@@ -840,8 +854,7 @@ class ProducerStateManager:
         already ends at ``log_end_offset``, reload from the latest remaining snapshot
         (``truncateAndReload``). Returns the snapshot offset loaded, or None."""
         for offset in list(self._snapshots):
-            # Note the bounds: a snapshot exactly at the log start offset goes too.
-            if offset > log_end_offset or offset <= log_start_offset:
+            if snapshot_out_of_range(offset, log_start_offset, log_end_offset):
                 self._remove_and_delete_snapshot(offset)
         if log_end_offset != self._last_map_offset:
             return self.load(log_start_offset, current_time_ms)

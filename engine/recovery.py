@@ -17,7 +17,9 @@ or a data directory of several log directories; see ``engine.discovery``):
   log-start-offset checkpoints (high watermarks are clamped to the new log end offsets), and
   writes the clean-shutdown marker back when every partition of the directory is recovered.
 
-Which segments are revalidated (Kafka's rules, plus two of plog's):
+Which segments are revalidated is decided by the loader's
+:func:`~plog.engine.loader.startup_recovery`, the one rule the loader acts on, the plan
+predicts with and ``plog verify`` judges damage by (Kafka's rules, plus two of plog's):
 
 * after an unclean shutdown (no marker), every segment from the one holding the checkpointed
   recovery point to the end; ``all_segments`` (``--all``) revalidates every segment; a
@@ -29,6 +31,15 @@ Which segments are revalidated (Kafka's rules, plus two of plog's):
   number of entries: Kafka (>= 2.3) trusts such files as they are, and their zero entries
   break offset and timestamp lookups. (A missing time index is created empty, as Kafka does,
   without revalidating the segment.)
+
+Every other segment is trusted as a broker trusts it, and read with ``plog verify``'s checks:
+damage found there is named in the plan and the report (:class:`UntouchedDamage`: where,
+why it is left, and the command that repairs it), which makes ``plog recover`` exit 3.
+A truncation and each segment deleted after it carry their :class:`Loss` (records and offsets
+of the valid batches thrown away, damaged bytes, how many ``--salvage`` keeps); each producer
+snapshot deleted carries Kafka's reason (:class:`SnapshotDeletion`). A plan's ``has_work`` is
+repair: the housekeeping every broker start does on a healthy log (deleting a superseded
+snapshot, rebuilding the indexes of a revalidated segment) is listed but is not work.
 
 The KRaft metadata log (``__cluster_metadata-0``) is skipped, as Kafka's ``LogManager`` skips
 it (the Raft layer recovers it); ``-delete`` and ``-stray`` folders are skipped (the broker
@@ -49,7 +60,6 @@ leaves. A damaged tail of the last segment (nothing valid after it) is truncated
 
 from __future__ import annotations
 
-import bisect
 import multiprocessing
 import os
 import re
@@ -69,10 +79,9 @@ from plog.formats.record_batch import CRC_START, HEADER
 
 from .checkpoint_files import CleanShutdownFile, OffsetCheckpointFile, fsync_dir
 from .config import LogConfig
-from .discovery import classify, log_dirs, segment_base_offset
+from .discovery import classify, log_dirs, log_start_offset_at_load, segment_base_offset
 from .errors import EngineError, LogDirLockedError
 from .file_records import FileBatches
-from .index import TransactionIndex
 from .loader import (
     CLEANED,
     DELETED,
@@ -81,6 +90,9 @@ from .loader import (
     SWAP,
     complete_swaps_and_remove_temp_files,
     load_log,
+    segment_recovery_reasons,
+    startup_recovery,
+    txn_index_problem,
 )
 from .lock import LogDirLock
 from .segment import INT_MAX
@@ -106,6 +118,9 @@ _LEGACY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 #: A resync candidate larger than this is not CRC-checked (bounded work on garbage); see _resync.
 _MIN_CANDIDATE_CAP = 16 << 20
 _NONZERO = re.compile(rb"[^\x00]")
+#: The reason of an index rebuilt only because its segment is revalidated (Kafka's
+#: ``LogSegment.recover`` resets and refills every index of the segment it recovers).
+REVALIDATED = "rebuilt from the batches of the revalidated segment"
 
 
 # -- errors ----------------------------------------------------------------------------------------
@@ -142,13 +157,71 @@ class _ToDict:
 
 
 @dataclass
+class Loss(_ToDict):
+    """What cutting a range of a segment throws away.
+
+    ``records`` are those of the whole, valid batches in the range (counted from their
+    headers), at offsets ``first_offset``..``last_offset`` (None: no valid batch there);
+    ``damaged_bytes`` are bytes that are not valid batches, whose records nobody can count.
+    ``salvage_keeps`` is how many of ``records`` ``--salvage`` keeps (it quarantines only
+    the damaged bytes, and keeps every valid batch after them).
+    """
+
+    bytes: int
+    records: int = 0
+    first_offset: int | None = None
+    last_offset: int | None = None
+    damaged_bytes: int = 0
+    salvage_keeps: int = 0
+
+
+@dataclass
 class FileAction(_ToDict):
     """A file of a partition folder and what recovery does to it."""
 
     file: str
-    action: str  # "delete" or "rename"
+    action: str  # "delete", "rename", "rebuild" or "create"
     reason: str
     target: str | None = None  # the new name of a rename
+    loss: Loss | None = None  # a deleted segment's .log: what goes with it
+
+
+@dataclass
+class SnapshotDeletion(_ToDict):
+    """A producer snapshot recovery deletes, and why (Kafka's ``ProducerStateManager``).
+
+    ``kind`` is ``"stray"`` (no segment starts at its offset and a later snapshot supersedes
+    it, or it lies below the last segment: ``removeStraySnapshots``), ``"out of range"``
+    (at or below the log start offset, or above the log end offset: ``truncateAndReload``)
+    or ``"unreadable"`` (it does not parse: the state is rebuilt from the one before).
+    ``routine``: every broker start deletes such a superseded snapshot of a healthy log, so
+    it is not work for recovery to do (see :attr:`PartitionPlan.has_work`).
+    """
+
+    file: str
+    kind: str
+    reason: str
+    routine: bool = False
+
+
+@dataclass
+class UntouchedDamage(_ToDict):
+    """Damage in a segment recovery does not revalidate: ``plog verify``'s first error in it.
+
+    ``errors`` counts every error ``verify`` finds in the segment and its indexes; ``why``
+    says why recovery (as a broker's start-up) leaves the segment alone, ``remedy`` which
+    command handles it.
+    """
+
+    segment: str  # the segment's .log
+    file: str  # the file holding the first error (the .log or one of its indexes)
+    position: int | None
+    offset: int | None
+    check: str  # verify's check name
+    message: str
+    errors: int
+    why: str
+    remedy: str
 
 
 @dataclass
@@ -170,6 +243,8 @@ class Truncation(_ToDict):
     bytes: int
     kind: str  # "partial batch", "crc mismatch", "invalid size", "invalid magic", "zeros", ...
     reason: str
+    first_offset: int | None = None  # the first offset the cut removes (the log end after it)
+    loss: Loss | None = None
 
 
 @dataclass
@@ -208,36 +283,45 @@ class PartitionPlan(_ToDict):
     kind: str  # discovery's folder kind: current, future, delete, stray
     skipped: str | None = None  # why the partition is left alone, or None
     clean_shutdown: bool = False
-    recovery_point: int = 0  # checkpointed (0 when absent)
-    log_start_offset: int = 0  # checkpointed (0 when absent)
+    recovery_point: int = 0  # checkpointed (0 when absent, as Kafka reads it)
+    log_start_offset: int = 0  # now, as a broker computes it (discovery.log_start_offset_at_load)
+    log_start_checkpoint: int | None = None  # the checkpointed entry (None: absent)
     revalidate_from: int | None = None  # offset whose segment starts revalidation, None: none
     temp_files: list[FileAction] = field(default_factory=list)
     orphan_indexes: list[FileAction] = field(default_factory=list)
     revalidate: list[SegmentRevalidation] = field(default_factory=list)
-    index_rebuilds: list[FileAction] = field(default_factory=list)  # missing or zero-filled indexes
+    #: Every index recovery rebuilds (those of each revalidated segment that stays) or
+    #: creates (a missing time index, created empty as Kafka does).
+    index_rebuilds: list[FileAction] = field(default_factory=list)
     truncation: Truncation | None = None
     deleted_segments: list[FileAction] = field(default_factory=list)
     salvage: list[DamagedRange] = field(default_factory=list)
     rewritten_segments: list[str] = field(default_factory=list)  # salvage rewrites
     offset_overflow: list[str] = field(default_factory=list)  # segments split (KAFKA-6264)
-    snapshots_deleted: list[str] = field(default_factory=list)
+    snapshots_deleted: list[SnapshotDeletion] = field(default_factory=list)
     snapshot_written: str | None = None  # the producer snapshot written at the new log end
     empty_segment_created: bool = False
+    untouched: list[UntouchedDamage] = field(default_factory=list)  # damage recovery leaves as it is
     log_end_offset: int = 0  # predicted
     new_recovery_point: int = 0
     new_log_start_offset: int = 0
     bytes_to_validate: int = 0
+    bytes_to_check: int = 0  # of the segments not revalidated, read for untouched damage
 
     _derived = ("has_work",)
 
     @property
     def has_work(self) -> bool:
-        """True when recovering would change a file (rebuilding identical indexes does not)."""
+        """True when recovering would repair something: a file changes for a reason other
+        than the housekeeping every broker start does on a healthy log (rebuilding an index
+        of a revalidated segment, deleting a superseded producer snapshot)."""
         if self.skipped:
             return False
-        return bool(self.temp_files or self.orphan_indexes or self.index_rebuilds or self.truncation
+        return bool(self.temp_files or self.orphan_indexes or self.truncation
+                    or any(a.action != "rebuild" or a.reason != REVALIDATED for a in self.index_rebuilds)
                     or self.deleted_segments or self.salvage or self.rewritten_segments or self.offset_overflow
-                    or self.snapshots_deleted or self.snapshot_written or self.empty_segment_created)
+                    or any(not d.routine for d in self.snapshots_deleted) or self.snapshot_written
+                    or self.empty_segment_created)
 
 
 @dataclass
@@ -265,11 +349,16 @@ class RecoveryPlan(_ToDict):
     salvage: bool
     log_dirs: list[LogDirPlan] = field(default_factory=list)
 
-    _derived = ("has_work", "bytes_to_validate")
+    _derived = ("has_work", "has_untouched_damage", "bytes_to_validate")
 
     @property
     def has_work(self) -> bool:
         return any(d.has_work for d in self.log_dirs)
+
+    @property
+    def has_untouched_damage(self) -> bool:
+        """Damage that recovery, as planned, leaves as it is (see :class:`UntouchedDamage`)."""
+        return any(p.untouched for p in self.partitions)
 
     @property
     def bytes_to_validate(self) -> int:
@@ -294,11 +383,13 @@ class PartitionRecovery(_ToDict):
     quarantined: list[DamagedRange] = field(default_factory=list)
     deleted_files: list[str] = field(default_factory=list)
     rebuilt_indexes: list[str] = field(default_factory=list)
+    untouched: list[UntouchedDamage] = field(default_factory=list)  # damage left as it is
     log_end_offset: int | None = None
     recovery_point: int | None = None
     log_start_offset: int | None = None
     first_segment_base: int | None = None
     bytes_validated: int = 0
+    bytes_checked: int = 0  # of the segments not revalidated, read for untouched damage
 
 
 @dataclass
@@ -318,12 +409,17 @@ class RecoveryReport(_ToDict):
     salvage: bool
     log_dirs: list[LogDirRecovery] = field(default_factory=list)
 
-    _derived = ("ok",)
+    _derived = ("ok", "has_untouched_damage")
 
     @property
     def ok(self) -> bool:
         """No partition failed."""
         return all(p.status != "failed" for d in self.log_dirs for p in d.partitions)
+
+    @property
+    def has_untouched_damage(self) -> bool:
+        """Damage recovery left as it is (see :class:`UntouchedDamage`)."""
+        return any(p.untouched for p in self.partitions)
 
     @property
     def partitions(self) -> list[PartitionRecovery]:
@@ -507,10 +603,15 @@ class _Segment:
     disk: str  # its name on disk now (a .swap before the swap completes)
     base: int
     size: int
-    reasons: list[str] = field(default_factory=list)
+    kafka: list[str] = field(default_factory=list)  # why a broker's start-up recovers it anyway
+    extra: list[str] = field(default_factory=list)  # why plog recovers it beyond Kafka's rules
+    reasons: list[str] = field(default_factory=list)  # every reason it is revalidated (none: it is not)
 
 
 def _partition_segments(directory: Path, view: dict[str, str], plan: PartitionPlan) -> list[_Segment]:
+    """The segments as the loader will open them, with their file-level reasons to be
+    recovered: Kafka's (``loader.segment_recovery_reasons``) and plog's (an index with a
+    zero-filled tail or a partial entry)."""
     logs = {n for n in view if n.endswith(_LOG) and _offset_of(n) is not None}
     for name in view:
         orphan = f"{name.rsplit('.', 1)[0]}{_LOG}" not in logs
@@ -522,52 +623,58 @@ def _partition_segments(directory: Path, view: dict[str, str], plan: PartitionPl
         prefix = name[: -len(_LOG)]
         seg = _Segment(name, view[name], base, os.path.getsize(directory / view[name]))
         index, timeindex, txnindex = (f"{prefix}{s}" for s in INDEX_SUFFIXES)
-        if index not in view:
-            seg.reasons.append("no offset index")
-            plan.index_rebuilds.append(FileAction(index, "rebuild", "missing"))
-        else:
+        txn_problem = txn_index_problem(directory / view[txnindex], base) if txnindex in view else None
+        seg.kafka = segment_recovery_reasons(has_offset_index=index in view, txn_index_problem=txn_problem)
+        if index in view:
             problem = _index_problem(directory / view[index], _OFFSET_ENTRY, 1)
             if problem:
-                seg.reasons.append(f"offset index: {problem}")
-                plan.index_rebuilds.append(FileAction(index, "rebuild", problem))
-        if timeindex not in view:
-            # Kafka (LogLoader) creates a new, empty time index and does not revalidate the
-            # segment for it: the segment's newest timestamp comes from its mtime until then.
-            plan.index_rebuilds.append(FileAction(timeindex, "create", "missing: created empty, as Kafka does"))
-        else:
+                seg.extra.append(f"offset index: {problem}")
+        if timeindex in view:
             problem = _index_problem(directory / view[timeindex], _TIME_ENTRY, 2)
             if problem:
-                seg.reasons.append(f"time index: {problem}")
-                plan.index_rebuilds.append(FileAction(timeindex, "rebuild", problem))
-        if txnindex in view:
-            try:
-                TransactionIndex(directory / view[txnindex], base).sanity_check()
-            except CorruptIndexError as e:
-                seg.reasons.append(f"corrupt transaction index ({e.reason})")
-                plan.index_rebuilds.append(FileAction(txnindex, "rebuild", e.reason))
+                seg.extra.append(f"time index: {problem}")
         segments.append(seg)
     return segments
 
 
-def _revalidation_start(segments: list[_Segment], start: int | None) -> int:
-    """Index of the first segment ``LogSegments.values(start)`` returns (its floor)."""
-    if start is None or not segments:
-        return len(segments)
-    return max(bisect.bisect_right([s.base for s in segments], start) - 1, 0)
+def _index_actions(directory: Path, view: dict[str, str], plan: PartitionPlan, segments: list[_Segment],
+                   kept: int) -> None:
+    """What happens to the indexes of the ``kept`` first segments: every index of a
+    revalidated segment is rebuilt (``LogSegment.recover`` resets and refills them), saying
+    why when the file is missing or unusable; a missing time index of a segment that is not
+    revalidated is created empty, as Kafka's loader does."""
+    for seg in segments[:kept]:
+        prefix = seg.name[: -len(_LOG)]
+        index, timeindex, txnindex = (f"{prefix}{s}" for s in INDEX_SUFFIXES)
+        if not seg.reasons:
+            if timeindex not in view:
+                plan.index_rebuilds.append(FileAction(timeindex, "create", "missing: created empty, as Kafka does"))
+            continue
+        for name, entry, min_entries in ((index, _OFFSET_ENTRY, 1), (timeindex, _TIME_ENTRY, 2)):
+            problem = "missing" if name not in view else _index_problem(directory / view[name], entry, min_entries)
+            plan.index_rebuilds.append(FileAction(name, "rebuild", problem or REVALIDATED))
+        if txnindex in view:
+            problem = next((r for r in seg.kafka if r.startswith("corrupt transaction index")), None)
+            plan.index_rebuilds.append(FileAction(txnindex, "rebuild", problem or REVALIDATED))
 
 
 def _plan_partition(part: Path, state: _LogDirState, *, all_segments: bool, salvage: bool,
-                    progress: Progress | None = None, validate: bool = True) -> tuple[PartitionPlan, dict]:
+                    progress: Progress | None = None, validate: bool = True,
+                    check_progress: Progress | None = None) -> tuple[PartitionPlan, dict]:
     """Plan one partition; returns the plan and the private facts recovery needs
-    (``forced`` bases, ``scans`` by segment name, ``first_base`` after recovery).
-    ``validate=False`` stops after the file-level facts (no batch is read)."""
+    (``forced`` bases, ``scans`` by segment name, ``first_base`` after recovery, and the
+    ``start`` arguments of the loader's :func:`~plog.engine.loader.startup_recovery`).
+    ``validate=False`` stops after the file-level facts (no batch is read).
+    ``progress(n)`` follows the validation of revalidated segments, ``check_progress(n)``
+    the read of the others for damage recovery leaves untouched."""
     tp_name, kind, skipped = _skip_reason(part)
     plan = PartitionPlan(str(part), tp_name, kind, skipped, clean_shutdown=state.clean)
     extra: dict = {"forced": [], "scans": {}, "segments": []}
     if tp_name is not None:
         tp = parse_partition_dir_name(part.name)[0]
         plan.recovery_point = state.recovery_points.get(tp, 0)
-        plan.log_start_offset = state.log_starts.get(tp, 0)
+        plan.log_start_checkpoint = state.log_starts.get(tp)
+        plan.log_start_offset = plan.log_start_checkpoint or 0
     if skipped:
         return plan, extra
     config = _topic_config(state.resolver, tp_name.rsplit("-", 1)[0] if tp_name else None)
@@ -575,29 +682,38 @@ def _plan_partition(part: Path, state: _LogDirState, *, all_segments: bool, salv
     view = _virtual_listing(part, plan)
     segments = _partition_segments(part, view, plan)
     extra["segments"] = segments
+    if segments:
+        plan.log_start_offset = log_start_offset_at_load(plan.log_start_checkpoint, segments[0].base)
     from_segment = state.target.from_segment.get(str(part))
+    # The loader's arguments, decided once: the run passes these very values to load_log.
     if all_segments:
-        plan.revalidate_from, why = 0, "--all"
+        start = {"had_clean_shutdown": False, "recovery_point": 0, "why": "--all"}
     elif from_segment is not None:
-        plan.revalidate_from, why = from_segment, f"at or after the requested segment {from_segment:020d}"
-    elif not state.clean:
-        plan.revalidate_from, why = plan.recovery_point, (f"holds or follows the recovery point {plan.recovery_point} "
-                                                          "(unclean shutdown)")
+        start = {"had_clean_shutdown": False, "recovery_point": from_segment,
+                 "why": f"at or after the requested segment {from_segment:020d}"}
     else:
-        why = None
-    first = _revalidation_start(segments, plan.revalidate_from)
-    for i, seg in enumerate(segments):
-        if i >= first:
-            seg.reasons.insert(0, why)
-        elif seg.reasons:
-            extra["forced"].append(seg.base)
+        start = {"had_clean_shutdown": state.clean, "recovery_point": plan.recovery_point, "why": None}
+    extra["start"] = start
+    if not start["had_clean_shutdown"]:
+        plan.revalidate_from = start["recovery_point"]
+    revalidated = startup_recovery([s.base for s in segments], {s.base: s.kafka + s.extra for s in segments},
+                                   **start)
+    for seg in segments:
+        seg.reasons = revalidated.get(seg.base, [])
+        if seg.extra and seg.reasons:
+            extra["forced"].append(seg.base)  # plog's own reasons: the loader is told
         if seg.reasons:
             plan.revalidate.append(SegmentRevalidation(seg.name, seg.base, seg.size, list(seg.reasons)))
     plan.bytes_to_validate = sum(r.size for r in plan.revalidate)
+    plan.bytes_to_check = sum(s.size for s in segments if not s.reasons)
     if not validate:
+        _index_actions(part, view, plan, segments, len(segments))
         return plan, extra
     _predict_validation(part, plan, segments, config, salvage, extra, progress)
+    kept = extra["cut"] + 1 if "cut" in extra else len(segments)
+    _index_actions(part, view, plan, segments, kept)
     _predict_end_state(part, plan, segments, view, extra)
+    _check_untouched(part, plan, segments[:kept], view, start, check_progress)
     return plan, extra
 
 
@@ -717,6 +833,11 @@ class _StrictScan:
     damage: list[_Damage] = field(default_factory=list)
     next_offset: int | None = None
     kafka_tail: bool = False  # the last damage is one Kafka's own recovery truncates
+    # The valid batches at or after the scan's ``count_from`` position: how many records
+    # (from their headers), and their first and last offsets.
+    records: int = 0
+    first_offset: int | None = None
+    last_offset: int | None = None
 
 
 #: Damage kinds that Kafka's recovery does not see (it truncates only at CRC and framing errors).
@@ -746,8 +867,11 @@ def _batch_problem(batch, expected: int, upper: int | None) -> tuple[str, str] |
     return None
 
 
-def _strict_scan(path: Path, base: int, size: int, upper: int | None, cap: int) -> _StrictScan:
-    """Walk the segment, resynchronising after each bad entry (see :func:`_resync`)."""
+def _strict_scan(path: Path, base: int, size: int, upper: int | None, cap: int,
+                 count_from: int | None = None) -> _StrictScan:
+    """Walk the segment, resynchronising after each bad entry (see :func:`_resync`).
+    With ``count_from``, the valid batches from that position on are counted (records,
+    first and last offsets: what a cut there would lose, and salvage would keep)."""
     out = _StrictScan()
     expected, last_good = base, None
     pos = 0
@@ -768,6 +892,8 @@ def _strict_scan(path: Path, base: int, size: int, upper: int | None, cap: int) 
                         break
                     legacy = legacy or isinstance(batch, LegacyBatch)
                     largest = max(largest, batch.size_in_bytes)
+                    if count_from is not None and batch.position >= count_from:
+                        _count(out, batch)
                     expected = last_good = batch.last_offset
                     expected += 1
                     pos = batch.position + batch.size_in_bytes
@@ -800,6 +926,25 @@ def _strict_scan(path: Path, base: int, size: int, upper: int | None, cap: int) 
             pos = found
     out.next_offset = expected if last_good is not None else base
     return out
+
+
+def _count(scan: _StrictScan, batch) -> None:
+    """Add a valid batch to the scan's counts (a compressed v0/v1 wrapper, whose inner
+    messages are not decoded here, counts as one record)."""
+    count = batch.records_count
+    scan.records += count if count is not None else 1
+    first = batch.last_offset if isinstance(batch, LegacyBatch) else batch.base_offset
+    if scan.first_offset is None:
+        scan.first_offset = first
+    scan.last_offset = batch.last_offset
+
+
+def _loss(path: Path, seg: _Segment, upper: int | None, cap: int, start: int) -> Loss:
+    """What cutting ``seg`` at byte ``start`` loses; salvage's walk tells the valid batches
+    (which ``--salvage`` keeps) from the damaged bytes."""
+    strict = _strict_scan(path, seg.base, seg.size, upper, cap, count_from=start)
+    damaged = sum(d.end - max(d.start, start) for d in strict.damage if d.end > start)
+    return Loss(seg.size - start, strict.records, strict.first_offset, strict.last_offset, damaged, strict.records)
 
 
 def _first_offset_at(path: Path, position: int) -> int | None:
@@ -935,12 +1080,15 @@ def _predict_validation(part: Path, plan: PartitionPlan, segments: list[_Segment
             plan.offset_overflow.append(f"{seg.name}: {scan.overflow}")
         truncated = seg.size - scan.valid_bytes
         if truncated > 0:
+            upper = None if is_last else segments[i + 1].base - 1
             plan.truncation = Truncation(seg.name, scan.valid_bytes, truncated, scan.kind or "invalid batch",
-                                         scan.error or "")
-            for later in segments[i + 1:]:
+                                         scan.error or "", scan.next_offset,
+                                         _loss(path, seg, upper, cap, scan.valid_bytes))
+            for j, later in enumerate(segments[i + 1:], i + 1):
                 prefix = later.name[: -len(_LOG)]
-                plan.deleted_segments.append(FileAction(later.name, "delete",
-                                                        f"follows the truncation in {seg.name}"))
+                nxt = segments[j + 1].base - 1 if j + 1 < len(segments) else None
+                plan.deleted_segments.append(FileAction(later.name, "delete", f"follows the truncation in {seg.name}",
+                                                        loss=_loss(part / later.disk, later, nxt, cap, 0)))
                 for suffix in INDEX_SUFFIXES:
                     if (part / f"{prefix}{suffix}").exists():
                         plan.deleted_segments.append(FileAction(f"{prefix}{suffix}", "delete",
@@ -963,7 +1111,9 @@ def _plan_salvage(plan: PartitionPlan, seg: _Segment, strict: _StrictScan, is_la
     if quarantined or (dropped_tail and not strict.kafka_tail):
         plan.rewritten_segments.append(seg.name)
     if dropped_tail:
-        plan.truncation = Truncation(seg.name, tail.start, tail.end - tail.start, tail.kind, tail.reason)
+        first = seg.base if tail.offset_before is None else tail.offset_before + 1
+        plan.truncation = Truncation(seg.name, tail.start, tail.end - tail.start, tail.kind, tail.reason, first,
+                                     Loss(tail.end - tail.start, damaged_bytes=tail.end - tail.start))
 
 
 # -- the end state -----------------------------------------------------------------------------------
@@ -994,7 +1144,7 @@ def _read_next_offset(part: Path, seg: _Segment, view: dict[str, str]) -> int:
 def _predict_end_state(part: Path, plan: PartitionPlan, segments: list[_Segment], view: dict[str, str],
                        extra: dict) -> None:
     kept = segments[: extra["cut"] + 1] if "cut" in extra else list(segments)
-    lso_ckpt = plan.log_start_offset
+    lso_ckpt = plan.log_start_checkpoint or 0  # LogManager: getOrElse(tp, 0)
     if kept:
         last = kept[-1]
         scan = extra["scans"].get(last.name)
@@ -1015,32 +1165,91 @@ def _predict_end_state(part: Path, plan: PartitionPlan, segments: list[_Segment]
     extra["first_base"] = bases[0]
     plan.log_end_offset = leo
     plan.new_recovery_point = leo
-    plan.new_log_start_offset = max(lso_ckpt, bases[0])
-    # Producer snapshots: ProducerStateManager.removeStraySnapshots, then truncateAndReload.
-    snaps = sorted(o for o in (_offset_of(n) for n in view if n.endswith(_SNAPSHOT)) if o is not None)
-    gone = set()
-    strays = [o for o in snaps if o not in set(bases)]
-    if strays:
-        gone.update(strays[:-1])
-        if strays[-1] < max(bases):
-            gone.add(strays[-1])
-    gone.update(o for o in snaps if o > leo or o <= plan.new_log_start_offset)
+    plan.new_log_start_offset = log_start_offset_at_load(plan.log_start_checkpoint, bases[0])
+    names = {o: n for o, n in ((_offset_of(n), n) for n in view if n.endswith(_SNAPSHOT)) if o is not None}
+    deleted = _snapshot_deletions(part, view, names, bases, leo, plan.new_log_start_offset)
+    plan.snapshots_deleted = [deleted[o] for o in sorted(deleted)]
+    if leo > plan.new_log_start_offset and leo not in set(names) - set(deleted):
+        plan.snapshot_written = f"{leo:020d}{_SNAPSHOT}"
+
+
+def _snapshot_deletions(part: Path, view: dict[str, str], names: dict[int, str], bases: list[int], leo: int,
+                        log_start: int) -> dict[int, SnapshotDeletion]:
+    """The producer snapshots the load deletes, by offset, with Kafka's reason:
+    ``ProducerStateManager.removeStraySnapshots`` (stray), then ``truncateAndReload`` (out
+    of range), then loading the latest (one that does not parse is deleted, unreadable)."""
+    from .producer_state import read_snapshot, snapshot_out_of_range, stray_snapshots
+
+    def name(o: int) -> str:
+        return f"{o:020d}{_SNAPSHOT}"
+
+    out: dict[int, SnapshotDeletion] = {}
+    for o, later in stray_snapshots(names, bases).items():
+        why = (f"the later snapshot {name(later)} supersedes it" if later is not None else
+               f"it lies below the last segment's base offset {max(bases)}")
+        out[o] = SnapshotDeletion(name(o), "stray", f"stray: no segment starts at offset {o}, and {why}",
+                                  routine=True)
+    for o in sorted(names):
+        if o in out or not snapshot_out_of_range(o, log_start, leo):
+            continue
+        if o > leo:
+            out[o] = SnapshotDeletion(name(o), "out of range", f"out of range: above the log end offset {leo} "
+                                      "(the producer state it holds covers records the log no longer has)")
+        else:
+            out[o] = SnapshotDeletion(name(o), "out of range", f"out of range: at or below the log start offset "
+                                      f"{log_start}", routine=True)
     # A snapshot that does not parse is deleted when the producer state loads it (Kafka's
     # CorruptSnapshotException handling), and the one before it is used instead.
-    from plog.formats.errors import FormatError
-
-    from .producer_state import read_snapshot
-
-    names = {o: n for o, n in ((_offset_of(n), n) for n in view if n.endswith(_SNAPSHOT)) if o is not None}
-    for o in snaps:
-        if o not in gone:
+    for o in sorted(names):
+        if o not in out:
             try:
                 read_snapshot(part / view[names[o]])
-            except (FormatError, OSError, ValueError, EngineError):
-                gone.add(o)
-    plan.snapshots_deleted = [f"{o:020d}{_SNAPSHOT}" for o in sorted(gone)]
-    if leo > plan.new_log_start_offset and leo not in set(snaps) - gone:
-        plan.snapshot_written = f"{leo:020d}{_SNAPSHOT}"
+            except (FormatError, OSError, ValueError, EngineError) as e:
+                why = e.reason if isinstance(e, FormatError) else str(e)
+                out[o] = SnapshotDeletion(name(o), "unreadable", f"unreadable: {why}")
+    return out
+
+
+def _why_untouched(start: dict) -> str:
+    """Why recovery leaves a segment as it is (the loader's ``startup_recovery`` arguments)."""
+    if start["had_clean_shutdown"]:
+        return ("the log directory was shut down cleanly (.kafka_cleanshutdown): a broker's start-up revalidates no "
+                "segment")
+    if start["why"] and start["why"].startswith("at or after"):
+        return f"it lies before the requested segment {start['recovery_point']:020d}"
+    return (f"it lies below the recovery point {start['recovery_point']}: a broker's start-up trusts what it "
+            "flushed and does not revalidate it")
+
+
+def _check_untouched(part: Path, plan: PartitionPlan, segments: list[_Segment], view: dict[str, str], start: dict,
+                     progress: Progress | None) -> None:
+    """Read every segment recovery keeps without revalidating it with ``plog verify``'s
+    checks, and name the damage found there (:class:`UntouchedDamage`): recovery leaves it
+    as it is, as a broker's start-up would."""
+    from .discovery import SegmentFiles
+    from .verify import ERROR, VerifyStats, verify_segment
+
+    for i, seg in enumerate(segments):
+        if seg.reasons:
+            continue
+        prefix = seg.name[: -len(_LOG)]
+        companion = [str(part / view[n]) if n in view else None for n in (f"{prefix}{s}" for s in INDEX_SUFFIXES)]
+        files = SegmentFiles(seg.base, str(part / seg.disk), *companion)
+        is_last = i == len(segments) - 1
+        stats = VerifyStats()
+        found = [f for f in verify_segment(files, is_last=is_last, next_base_offset=None if is_last else
+                                           segments[i + 1].base, stats=stats, progress=progress)
+                 if f.severity == ERROR]
+        if not found:
+            continue
+        first = found[0]
+        in_log = any(f.path == files.log for f in found)
+        remedy = ("plog recover --all --salvage revalidates it, quarantines the damaged bytes and keeps every valid "
+                  "batch (--all alone truncates the log at the damage and deletes what follows)" if in_log else
+                  "plog recover --all revalidates it and rebuilds its indexes from its batches")
+        plan.untouched.append(UntouchedDamage(seg.name, os.path.basename(first.path), first.position, first.offset,
+                                              first.check, first.message, stats.errors, _why_untouched(start),
+                                              remedy))
 
 
 # -- planning a whole path ---------------------------------------------------------------------------
@@ -1086,7 +1295,8 @@ def plan_recovery(path: str | os.PathLike, *, all_segments: bool = False, salvag
         dir_plan = LogDirPlan(str(target.path), state.clean, marker, writes_marker=target.whole or state.clean)
         done = []
         for part in target.partitions:
-            p, extra = _plan_partition(part, state, all_segments=all_segments, salvage=salvage, progress=progress)
+            p, extra = _plan_partition(part, state, all_segments=all_segments, salvage=salvage, progress=progress,
+                                       check_progress=progress)
             dir_plan.partitions.append(p)
             if not p.skipped:
                 done.append((p.topic_partition, p.log_end_offset, p.new_log_start_offset, extra["first_base"]))
@@ -1248,7 +1458,7 @@ def _recover_partition(task: _Task, progress: Progress | None) -> PartitionRecov
     state = task.state
     tp_name, _, skipped = _skip_reason(part)
     report = PartitionRecovery(str(part), tp_name, "recovered")
-    validated = 0
+    validated = checked = 0
 
     def counted(n: int) -> None:
         nonlocal validated
@@ -1256,11 +1466,18 @@ def _recover_partition(task: _Task, progress: Progress | None) -> PartitionRecov
         if progress is not None:
             progress(n)
 
+    def checking(n: int) -> None:
+        nonlocal checked
+        checked += n
+        if progress is not None:
+            progress(n)
+
     try:
-        # Without salvage the loader's own recovery is the validation: the plan only needs
-        # the file-level facts (which segments plog revalidates beyond Kafka's rules).
+        # The plan the dry run prints, made again here: what the load revalidates, the
+        # indexes it rebuilds, what a truncation costs and the damage left untouched all
+        # come from it (the load's own validation then does the truncating).
         plan, extra = _plan_partition(part, state, all_segments=task.all_segments, salvage=task.salvage,
-                                      validate=task.salvage)
+                                      check_progress=checking)
         forced = list(extra["forced"])
         if plan.rewritten_segments:
             # The swap protocol of a salvage rewrite must not meet another interrupted swap:
@@ -1273,13 +1490,10 @@ def _recover_partition(task: _Task, progress: Progress | None) -> PartitionRecov
                 forced = list(extra["forced"])
             forced += _salvage(part, plan, extra, report)
         tp = parse_partition_dir_name(part.name)[0]
-        from_segment = state.target.from_segment.get(str(part))
-        clean = state.clean and not task.all_segments and from_segment is None
-        recovery_point = 0 if task.all_segments else from_segment if from_segment is not None else \
-            state.recovery_points.get(tp, 0)
+        start = extra["start"]
         log = load_log(part, extra["config"], log_start_offset=state.log_starts.get(tp, 0),
-                       recovery_point=recovery_point, had_clean_shutdown=clean, writable=True,
-                       force_recovery=forced, progress=counted)
+                       recovery_point=start["recovery_point"], had_clean_shutdown=start["had_clean_shutdown"],
+                       writable=True, force_recovery=forced, progress=counted)
         try:
             _fill_from_load(report, log, plan)
         finally:
@@ -1290,6 +1504,7 @@ def _recover_partition(task: _Task, progress: Progress | None) -> PartitionRecov
         report.status = "failed"
         report.reason = _failure_reason(e)
     report.bytes_validated = validated
+    report.bytes_checked = checked
     return report
 
 
@@ -1306,18 +1521,22 @@ def _fill_from_load(report: PartitionRecovery, log, plan: PartitionPlan) -> None
     report.actions.extend(load.actions)
     # Segments deleted after a truncation are renamed to .deleted first: report their names.
     report.deleted_files.extend(_strip(n, DELETED) for n in load.deleted_files)
+    rebuilt = {a.file for a in plan.index_rebuilds if a.action == "rebuild"}
     for r in load.recovered_segments:
         name = f"{r.base_offset:020d}{_LOG}"
         report.revalidated.append(name)
-        report.rebuilt_indexes.extend(f"{r.base_offset:020d}{s}" for s in INDEX_SUFFIXES
-                                      if s != ".txnindex" or (log.dir / f"{r.base_offset:020d}{s}").exists())
+        report.rebuilt_indexes.extend(n for n in (f"{r.base_offset:020d}{s}" for s in INDEX_SUFFIXES)
+                                      if n in rebuilt)
         if r.truncated_bytes:
             position = r.valid_bytes
             reason = r.error or ""
-            kind = _kind_of(reason)
-            if plan.truncation is not None and plan.truncation.file == name and plan.truncation.position == position:
-                kind = plan.truncation.kind
-            report.truncations.append(Truncation(name, position, r.truncated_bytes, kind, reason))
+            kind, loss, first = _kind_of(reason), None, r.next_offset
+            planned = plan.truncation
+            if planned is not None and planned.file == name and planned.position == position:
+                kind, loss, first = planned.kind, planned.loss, planned.first_offset
+            report.truncations.append(Truncation(name, position, r.truncated_bytes, kind, reason, first, loss))
+    present = {p.name for p in log.dir.iterdir()}
+    report.untouched = [u for u in plan.untouched if u.segment in present]
     report.log_end_offset = log.log_end_offset
     report.log_start_offset = log.log_start_offset
     report.first_segment_base = log.segments.first.base_offset
@@ -1471,10 +1690,12 @@ def _finish_log_dir(target: _LogDirTarget, state: _LogDirState, epoch: int, repo
 
 
 __all__ = [
+    "REVALIDATED",
     "CheckpointChange",
     "DamagedRange",
     "FileAction",
     "LogDirInUseError",
+    "Loss",
     "LogDirPlan",
     "LogDirRecovery",
     "PartitionPlan",
@@ -1483,7 +1704,9 @@ __all__ = [
     "RecoveryPlan",
     "RecoveryReport",
     "SegmentRevalidation",
+    "SnapshotDeletion",
     "Truncation",
+    "UntouchedDamage",
     "plan_recovery",
     "quarantine_file_name",
     "recover",

@@ -69,8 +69,14 @@ check                             severity  meaning
                                             after an unclean shutdown, where the broker truncates them, or
                                             when the last segment's ``.log`` is missing)
 ``partition-metadata``            error     a malformed ``partition.metadata``
-``partition-metadata-missing``    error     no ``partition.metadata`` where the log directory uses topic ids
-                                            (KRaft, or other partitions have one)
+``partition-metadata-missing``    error     no ``partition.metadata`` in a KRaft log directory (the broker
+                                            takes the log for a stray one and removes it); *warning* in a
+                                            ZooKeeper-mode one whose other partitions have one (the broker
+                                            writes it)
+``partition-missing``             error     plog's ``cluster.json`` assigns a partition to a broker whose
+                                            log directory has no folder for it
+``not-a-segment``                 error     a ``.log`` with no valid batch anywhere and no entry header at its
+                                            start (random or foreign data, not a torn write)
 ``no-segments``                   warning   a partition folder without any ``.log`` (Kafka creates one)
 ``meta-properties``               error     a malformed ``meta.properties``
 ``meta-properties-missing``       warning   a log directory without ``meta.properties``
@@ -88,6 +94,13 @@ check                             severity  meaning
 ``io``                            error     a file that could not be read (*warning* when it vanished,
                                             e.g. deleted by a running broker's retention)
 ================================  ========  =============================================================
+
+A damage finding (an error of the ``.log`` checks or the index checks) of a segment whose log
+directory is known ends with what a broker's start-up does about it, by the loader's own rule
+(:func:`~plog.engine.loader.startup_recovery`, which ``plog recover`` plans with): it truncates
+(or rebuilds the index of) a segment it revalidates, and trusts the others as they are (below
+the recovery point, or every segment after a clean shutdown), where ``plog recover --all``
+(``--salvage``) repairs it. ``plog recover`` names the same damage as left untouched.
 
 Positions are byte positions in the file named by ``Finding.path`` (for text files, the
 start of the offending line); ``Finding.offset`` is the Kafka offset concerned, when known.
@@ -131,11 +144,17 @@ from plog.formats.checkpoints import (
     parse_offset_checkpoint,
     parse_partition_metadata,
 )
-from plog.formats.errors import FormatError
-from plog.formats.indexes import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE, TXN_INDEX_ENTRY_SIZE
+from plog.formats.errors import CorruptIndexError, FormatError
+from plog.formats.indexes import (
+    OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+    TXN_INDEX_ENTRY_SIZE,
+    iter_txn_entries,
+)
 from plog.formats.producer_snapshot import ENTRIES_OFFSET, ENTRY_SIZE, decode_snapshot
 from plog.formats.record_batch import HEADER
 
+from .errors import EngineError
 from .discovery import (
     LOG_DIR_FILES,
     LogDirInfo,
@@ -190,7 +209,6 @@ _LEGACY_HEAD = struct.Struct(">qiIbb")
 _LEGACY_TS = struct.Struct(">q")
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
-_TXN_ENTRY = struct.Struct(">bxqqqq")
 _NONZERO = re.compile(rb"[^\x00]")
 
 
@@ -259,6 +277,7 @@ class PartitionContext:
     cleaner_offset: CheckpointMark | None = None
     had_clean_shutdown: bool | None = None  # None: unknown (no log directory around it)
     expect_partition_metadata: bool = False
+    kraft: bool = False  # meta.properties version 1: a KRaft broker's log directory
 
 
 Progress = Callable[[int], None]
@@ -275,11 +294,16 @@ class _Reporter:
         self.cap = cap if cap > 0 else _INF
         self.counts: dict = {}
         self.out: list[Finding] = []
+        #: While a segment is checked: what a broker's start-up does about its damage
+        #: (:class:`_Repair`), said at the end of each damage finding; None: nothing is said.
+        self.repair: _Repair | None = None
 
     def __call__(self, severity: str, check: str, path: str, position: int | None, offset: int | None,
                  message: str) -> None:
         if severity == ERROR:
             self.stats.errors += 1
+            if self.repair is not None:
+                message += self.repair.note(check)
         else:
             self.stats.warnings += 1
         key = (path, check, severity)
@@ -302,6 +326,41 @@ class _Reporter:
                                    f"({count} in all)"))
         self.counts.clear()
         return out
+
+
+#: Damage a truncation of the .log repairs, and damage a rebuild of the indexes repairs.
+_LOG_DAMAGE = frozenset(("crc", "framing", "torn-tail", "not-a-segment", "offsets"))
+_INDEX_DAMAGE = frozenset(("index-entry", "index-sanity", "timeindex-order", "timeindex-entry",
+                           "timeindex-timestamp", "txnindex-entry"))
+
+
+class _Repair(NamedTuple):
+    """Whether a broker's start-up recovers one segment (``loader.startup_recovery``, the
+    rule ``plog recover`` plans with), why not, and how many segments follow it."""
+
+    at_startup: bool
+    why_not: str
+    later: int
+
+    def note(self, check: str) -> str:
+        """What a broker, and ``plog recover``, do about damage of this kind, as a clause
+        appended to the finding's message ("" for checks recovery does not repair)."""
+        if check in _INDEX_DAMAGE:
+            if self.at_startup:
+                return "; a broker's start-up recovery rebuilds this index"
+            return f"; a broker would not rebuild this index at start-up ({self.why_not}): plog recover --all does"
+        if check not in _LOG_DAMAGE:
+            return ""
+        if not self.at_startup:
+            return (f"; a broker would not repair it at start-up ({self.why_not}): plog recover --all --salvage "
+                    "quarantines the damaged bytes and keeps the rest (--all alone truncates the log here)")
+        if check == "offsets":
+            return ("; a broker's start-up recovery checks offsets only where it writes index entries and may keep "
+                    "it: plog recover --salvage quarantines it")
+        later = (f" and deletes the {self.later} later segment{'s' * (self.later != 1)}" if self.later else "")
+        salvage = ("; plog recover --salvage keeps the valid batches after it" if check != "torn-tail" or self.later
+                   else "")
+        return f"; a broker's start-up recovery truncates the segment here{later}{salvage}"
 
 
 def _io_finding(rep: _Reporter, path: str, e: OSError, what: str = "read") -> None:
@@ -507,6 +566,7 @@ class _LogWalk:
         self.pend_pos = 0
         self.pend_slot = -1
         self.bad_pend = False
+        self.past_end: list | None = None  # entries past the end of the log, reported as one finding
         # time index merge
         self.tidx = time_index
         self.tslot = 0  # slot of (toff, tts); entry ti of the in-memory chunk (trel, ats, tlen)
@@ -802,6 +862,22 @@ class _LogWalk:
             return not attributes & ~0x7F and (attributes & 7) <= 4 and lod >= 0
         return True
 
+    def _plausible_header(self, pos: int) -> bool:
+        """Whether the bytes at ``pos`` start like an entry of this segment (sizes, magic,
+        attributes, offset), however long the file is: a torn first batch does, random
+        bytes almost never."""
+        head = self._read_at(pos, V2_HEADER_SIZE)
+        if len(head) < HEADER_UP_TO_MAGIC + 1:
+            return False
+        offset, size = _ENTRY_HEAD.unpack_from(head, 0)
+        magic = head[16]
+        if size < MIN_ENTRY_SIZE or magic > 2 or offset < self.seg_base or offset > self.seg_max:
+            return False
+        if magic == 2 and len(head) == V2_HEADER_SIZE:
+            attributes, lod = HEADER.unpack_from(head, 0)[5:7]
+            return size >= MIN_V2_SIZE and not attributes & ~0x7F and (attributes & 7) <= 4 and lod >= 0
+        return True
+
     def _bad_crc(self, pos: int, length: int, base: int, last: int, reason: str) -> bool:
         stop = pos + length
         if stop < self.fsize and not self._plausible(stop):
@@ -809,7 +885,7 @@ class _LogWalk:
         if stop >= self.fsize:
             self.rep(ERROR, "torn-tail", self.path, pos, base,
                      f"the last batch (offsets {base}..{last}, {length} bytes) fails its check ({reason}): "
-                     f"a torn write at the end of the file; recovery truncates the segment here")
+                     f"a torn write at the end of the file")
             self._mark_bad(pos, self.fsize)
             return False
         self.rep(ERROR, "crc", self.path, pos, base,
@@ -843,9 +919,15 @@ class _LogWalk:
             return False
         found = self._resync(pos + 1)
         if found is None:
-            self.rep(ERROR, "torn-tail", self.path, pos, None,
-                     f"the last {left} bytes are not valid batches ({reason}) and nothing valid follows: "
-                     f"a torn write at the end of the file; recovery truncates the segment here")
+            if pos == 0 and self.first_offset is None and left > HEADER_UP_TO_MAGIC and not self._plausible_header(0):
+                # Nothing in the file is a batch, not even its first bytes: not a torn write.
+                self.rep(ERROR, "not-a-segment", self.path, 0, None,
+                         f"no valid batch anywhere in the file's {left} bytes, and its first bytes are no entry "
+                         f"header ({reason}): this is not a Kafka segment (random or foreign data)")
+            else:
+                self.rep(ERROR, "torn-tail", self.path, pos, None,
+                         f"the last {left} bytes are not valid batches ({reason}) and nothing valid follows: "
+                         f"a torn write at the end of the file")
             self._mark_bad(pos, self.fsize)
             return False
         self.rep(ERROR, "framing", self.path, pos, None,
@@ -1044,9 +1126,12 @@ class _LogWalk:
             return
         where = self.oidx.path, slot * OFFSET_INDEX_ENTRY_SIZE
         if ipos >= self.fsize:
-            self.rep(ERROR, "index-entry", *where, ioff,
-                     f"entry {slot} (offset {ioff}, position {ipos}) points past the end of the log "
-                     f"({self.fsize} bytes)")
+            # One finding for the run of entries a short .log leaves dangling (_finish).
+            if self.past_end is None:
+                self.past_end = [slot, ioff, ipos, 0, slot, ioff, ipos]
+            run = self.past_end
+            run[3] += 1
+            run[4:] = slot, ioff, ipos
             return
         around = f"batches start at {self.prev_pos}" if self.prev_pos >= 0 else "no batch starts before it"
         if next_pos is not None:
@@ -1054,6 +1139,22 @@ class _LogWalk:
         self.rep(ERROR, "index-entry", *where, ioff,
                  f"entry {slot} (offset {ioff}, position {ipos}) does not point at the start of a batch "
                  f"({around})")
+
+    def _report_past_end(self) -> None:
+        if self.past_end is None:
+            return
+        first, first_off, first_pos, count, last, last_off, last_pos = self.past_end
+        self.past_end = None
+        where = self.oidx.path, first * OFFSET_INDEX_ENTRY_SIZE
+        if count == 1:
+            self.rep(ERROR, "index-entry", *where, first_off,
+                     f"entry {first} (offset {first_off}, position {first_pos}) points past the end of the log "
+                     f"({self.fsize} bytes)")
+            return
+        self.rep(ERROR, "index-entry", *where, first_off,
+                 f"{count} entries, {first} (offset {first_off}, position {first_pos}) to {last} (offset {last_off}, "
+                 f"position {last_pos}), point past the end of the log ({self.fsize} bytes): the .log is shorter "
+                 f"than its index says")
 
     def _close_pending(self, until: str) -> None:
         if self.pend_off == _NO_PENDING:
@@ -1141,6 +1242,7 @@ class _LogWalk:
             while self.ipos < _INF:
                 self._index_stray(self.islot, self.ipos, self.ioff, None)
                 self._index_next()
+            self._report_past_end()
             self._close_pending("the end of the segment")
         if self.tidx is not None:
             tpath = self.tidx.path
@@ -1196,15 +1298,26 @@ def _check_txn_index(path: str, seg_base: int, seg_next: int, rep: _Reporter, st
             k = len(data) // TXN_INDEX_ENTRY_SIZE
             if not k:
                 break
-            for version, pid, first, last, lso in _TXN_ENTRY.iter_unpack(memoryview(data)[:k * TXN_INDEX_ENTRY_SIZE]):
+            view = memoryview(data)
+            for i in range(k):
                 where = slot * TXN_INDEX_ENTRY_SIZE
+                raw = view[i * TXN_INDEX_ENTRY_SIZE:(i + 1) * TXN_INDEX_ENTRY_SIZE]
+                try:
+                    # The formats layer's reader, one entry at a time: a version Kafka
+                    # rejects (byte 0, signed, above 0) is reported and the walk goes on.
+                    txn = next(iter_txn_entries(raw, os.path.abspath(path)))
+                except CorruptIndexError as e:
+                    # Kafka's index iterator throws here: its load fails rather than
+                    # rebuilding the index, so no word on what a start-up does about it.
+                    repair, rep.repair = rep.repair, None
+                    rep(ERROR, "txnindex-entry", path, where, None, e.reason)
+                    rep.repair = repair
+                    slot += 1
+                    continue
+                pid, first, last, lso = txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset
                 entry = (f"entry {slot} (producerId {pid}, firstOffset {first}, lastOffset {last}, "
                          f"lastStableOffset {lso})")
-                if version > 0:
-                    rep(ERROR, "txnindex-entry", path, where, last,
-                        f"Unexpected aborted transaction version {version} in transaction index {path}, "
-                        f"current version is 0")
-                elif last < seg_base:
+                if last < seg_base:
                     rep(ERROR, "index-sanity", path, where, last,
                         f"{entry}: last offset {last} is less than the segment's start offset {seg_base} "
                         f"(Kafka's sanity check fails and the broker recovers the segment)")
@@ -1227,11 +1340,13 @@ def _check_txn_index(path: str, seg_base: int, seg_next: int, rep: _Reporter, st
 
 def _segment_findings(seg: SegmentFiles, rep: _Reporter, stats: VerifyStats, options: VerifyOptions, *,
                       is_last: bool, next_base: int | None, progress: Progress | None,
-                      result: list) -> Iterator[Finding]:
-    """Verify one segment; appends its :class:`SegmentResult` to ``result``."""
+                      result: list, repair: _Repair | None = None) -> Iterator[Finding]:
+    """Verify one segment; appends its :class:`SegmentResult` to ``result``. ``repair``:
+    what a broker's start-up does about this segment's damage (said in each damage finding)."""
     stats.segments += 1
     base = seg.base_offset
     oidx = tidx = None
+    rep.repair = repair
     try:
         if seg.index is None:
             rep(WARNING, "index-missing", seg.log[:-4] + ".index", None, None,
@@ -1246,15 +1361,45 @@ def _segment_findings(seg: SegmentFiles, rep: _Reporter, stats: VerifyStats, opt
         yield from rep.take()
         walk = _LogWalk(seg.log, base, next_base, is_last, rep, stats, options, progress, oidx, tidx)
         yield from walk.run()
+        if seg.txnindex is not None:
+            _check_txn_index(seg.txnindex, base, walk.next_offset, rep, stats)
+            yield from rep.take()
     finally:
+        rep.repair = None
         if oidx is not None:
             oidx.close()
         if tidx is not None:
             tidx.close()
-    if seg.txnindex is not None:
-        _check_txn_index(seg.txnindex, base, walk.next_offset, rep, stats)
-        yield from rep.take()
     result.append(SegmentResult(walk.first_offset, walk.next_offset))
+
+
+def _startup_repairs(info: PartitionInfo, segments: list[SegmentFiles],
+                     context: PartitionContext) -> dict[int, _Repair] | None:
+    """For each segment (by base offset), whether a broker's start-up recovers it: the
+    loader's :func:`~plog.engine.loader.startup_recovery` on what the log directory says
+    (clean-shutdown marker, recovery point) and the segment's own files. None when that is
+    unknown (no log directory around the partition) or the broker does not recover the
+    folder this way (the KRaft metadata log, ``-delete``/``-stray`` folders)."""
+    from .loader import segment_recovery_reasons, startup_recovery, txn_index_problem
+
+    tp = info.topic_partition
+    if (context.had_clean_shutdown is None or info.kind not in ("current", "future") or tp is None
+            or tp.topic == "__cluster_metadata"):
+        return None
+    reasons = {}
+    for s in segments:
+        try:
+            txn = txn_index_problem(s.txnindex, s.base_offset) if s.txnindex else None
+        except OSError:
+            txn = None  # verify reports the file it cannot read
+        reasons[s.base_offset] = segment_recovery_reasons(has_offset_index=s.index is not None,
+                                                          txn_index_problem=txn)
+    rp = context.recovery_point.offset if context.recovery_point is not None else 0
+    bases = [s.base_offset for s in segments]
+    chosen = startup_recovery(bases, reasons, had_clean_shutdown=context.had_clean_shutdown, recovery_point=rp)
+    why = ("the log directory was shut down cleanly" if context.had_clean_shutdown else
+           f"the segment lies below the recovery point {rp}")
+    return {b: _Repair(b in chosen, why, len(bases) - 1 - i) for i, b in enumerate(bases)}
 
 
 def verify_segment(seg: SegmentFiles, options: VerifyOptions | None = None, *, is_last: bool = True,
@@ -1424,10 +1569,11 @@ def verify_partition(info: PartitionInfo, options: VerifyOptions | None = None,
                         f"the orphan index on load")
     yield from rep.take()
     results: list[SegmentResult] = []
+    repairs = _startup_repairs(info, segments, context) or {}
     for k, seg in enumerate(segments):
         next_base = segments[k + 1].base_offset if k + 1 < len(segments) else None
         yield from _segment_findings(seg, rep, stats, options, is_last=next_base is None, next_base=next_base,
-                                     progress=progress, result=results)
+                                     progress=progress, result=results, repair=repairs.get(seg.base_offset))
     for path in info.kraft_snapshots:
         yield from _verify_batch_file(path, rep, stats, options, progress)
     leo = results[-1].next_offset if results else None
@@ -1455,8 +1601,16 @@ def verify_partition(info: PartitionInfo, options: VerifyOptions | None = None,
             except FormatError as e:
                 rep(ERROR, "partition-metadata", others[PARTITION_METADATA], 0, None, e.reason)
     elif context.expect_partition_metadata and not is_metadata_log and info.kind != "delete":
-        rep(ERROR, "partition-metadata-missing", os.path.join(info.path, PARTITION_METADATA), None, None,
-            "the partition has no partition.metadata (its topic id), while this log directory uses topic ids")
+        where = os.path.join(info.path, PARTITION_METADATA)
+        if context.kraft:
+            # LogManager.isStrayKraftReplica: no topic id, no way to match the metadata image.
+            rep(ERROR, "partition-metadata-missing", where, None, None,
+                "the partition has no partition.metadata (its topic id) in a KRaft log directory: a KRaft broker "
+                "takes a log without a topic id for a stray log and removes it at start-up")
+        else:
+            rep(WARNING, "partition-metadata-missing", where, None, None,
+                "the partition has no partition.metadata (its topic id) while other partitions of this log "
+                "directory have one; a ZooKeeper-mode broker writes it when it next leads or follows the partition")
     if leo is not None:
         _check_checkpoint_marks(context, first_base, leo, rep, note)
     yield from rep.take()
@@ -1516,7 +1670,7 @@ def _log_dir_context(path: str, files: dict, partitions: Iterable[PartitionInfo]
     the directory-wide facts under the key ``None``; emits findings into ``rep``."""
     marks: dict = {}
     clean = CLEAN_SHUTDOWN in files
-    expect_ids = False
+    expect_ids = kraft = False
     meta_path = files.get(META_PROPERTIES)
     if meta_path is None:
         if report_dir:
@@ -1528,7 +1682,7 @@ def _log_dir_context(path: str, files: dict, partitions: Iterable[PartitionInfo]
         if data is not None:
             try:
                 meta = parse_meta_properties(data)
-                expect_ids = meta.version >= 1
+                expect_ids = kraft = meta.version >= 1
             except FormatError as e:
                 if report_dir:
                     rep(ERROR, "meta-properties", meta_path, None, None, e.reason)
@@ -1579,7 +1733,7 @@ def _log_dir_context(path: str, files: dict, partitions: Iterable[PartitionInfo]
             rep(WARNING, "checkpoint-partition-missing", cp, missing[0][0], None,
                 f"lists {len(missing)} partition{'s' if len(missing) > 1 else ''} with no folder in this log "
                 f"directory: {names}{more} (moved, deleted, or not copied)")
-    marks[None] = {"had_clean_shutdown": clean, "expect_partition_metadata": expect_ids}
+    marks[None] = {"had_clean_shutdown": clean, "expect_partition_metadata": expect_ids, "kraft": kraft}
     return marks
 
 
@@ -1666,44 +1820,104 @@ def _plan_file(path: str, options: VerifyOptions, stats: VerifyStats) -> list[_T
                 seg = SegmentFiles(base, prefix + ".log", s.index and prefix + ".index",
                                    s.timeindex and prefix + ".timeindex", s.txnindex and prefix + ".txnindex")
                 next_base = segments[k + 1].base_offset if k + 1 < len(segments) else None
-                return [_Task("segment", (seg, next_base is None, next_base), _file_size(seg.log))]
+                # What a broker's start-up does about this segment, from its log directory.
+                repairs = _startup_repairs(info, segments, _parent_context(info, stats, options)) or {}
+                return [_Task("segment", (seg, next_base is None, next_base, repairs.get(base)),
+                              _file_size(seg.log))]
         raise NotAKafkaPathError(f"{path}: the segment has no .log file")
     if name.endswith(".log"):
-        return [_Task("segment", (SegmentFiles(0, path), True, None), _file_size(path))]
+        return [_Task("segment", (SegmentFiles(0, path), True, None, None), _file_size(path))]
     raise NotAKafkaPathError(f"{path}: not a Kafka segment file (.log, .index, .timeindex, .txnindex, .snapshot, "
                              f".checkpoint)")
 
 
-def plan(paths: Iterable[str], options: VerifyOptions | None = None) -> list[_Task]:
+def plan(paths: Iterable[str], options: VerifyOptions | None = None, *,
+         errors: list | None = None) -> list[_Task]:
     """Turn paths into an ordered list of verification tasks. Raises ``FileNotFoundError``
-    or :class:`NotAKafkaPathError` before anything is verified."""
+    (or another ``OSError``) or :class:`NotAKafkaPathError` before anything is verified;
+    with an ``errors`` list, each path that cannot be verified is appended to it as
+    ``(path, error)`` instead, and the other paths are planned."""
     options = options or VerifyOptions()
     tasks: list[_Task] = []
     seen: set[str] = set()
     for path in paths:
-        kind = classify(path)
-        if kind == "segment":
-            tasks += _plan_file(path, options, VerifyStats())
-            continue
-        if kind == "partition":
-            info = scan_partition(path)
+        try:
+            tasks += _plan_path(path, options, seen)
+        except (OSError, EngineError) as e:
+            if errors is None:
+                raise
+            errors.append((path, e))
+    return tasks
+
+
+def _plan_path(path: str, options: VerifyOptions, seen: set[str]) -> list[_Task]:
+    kind = classify(path)
+    if kind == "segment":
+        return _plan_file(path, options, VerifyStats())
+    tasks: list[_Task] = []
+    if kind == "partition":
+        info = scan_partition(path)
+        if info.path not in seen:
+            seen.add(info.path)
+            context = _parent_context(info, VerifyStats(), options)
+            tasks.append(_Task("partition", (info, context), _partition_size(info)))
+        return tasks
+    lds = log_dirs(path)
+    assignment = _assignment_findings(path, kind, options)
+    if assignment is not None:
+        tasks.append(_Task("findings", assignment, 0))
+    for ld in lds:
+        stats = VerifyStats()
+        findings, contexts = verify_log_dir(ld, options, stats)
+        tasks.append(_Task("findings", (findings, stats), 0))
+        for info in ld.partitions:
             if info.path in seen:
                 continue
             seen.add(info.path)
-            stats = VerifyStats()
-            context = _parent_context(info, stats, options)
-            tasks.append(_Task("partition", (info, context), _partition_size(info)))
-            continue
-        for ld in log_dirs(path):
-            stats = VerifyStats()
-            findings, contexts = verify_log_dir(ld, options, stats)
-            tasks.append(_Task("findings", (findings, stats), 0))
-            for info in ld.partitions:
-                if info.path in seen:
-                    continue
-                seen.add(info.path)
-                tasks.append(_Task("partition", (info, contexts[info.path]), _partition_size(info)))
+            tasks.append(_Task("partition", (info, contexts[info.path]), _partition_size(info)))
     return tasks
+
+
+def _assignment_findings(path: str, kind: str, options: VerifyOptions) -> tuple[list[Finding], VerifyStats] | None:
+    """plog's own data directory: every replica ``cluster.json`` assigns has its partition
+    folder in its broker's log directory (a topic creation cut short leaves some out). For a
+    data directory every broker is checked; for one ``broker-<id>`` log directory inside a
+    data directory, that broker. None for a path with no ``cluster.json`` (a Kafka log dir)."""
+    from .cluster import METADATA_FILE, DataDir
+
+    root = os.path.abspath(path)
+    only = None
+    if kind == "logdir":
+        parent, name = os.path.dirname(root), os.path.basename(root)
+        if not (name.startswith("broker-") and name[7:].isdigit()):
+            return None
+        root, only = parent, int(name[7:])
+    cluster_file = os.path.join(root, METADATA_FILE)
+    if not os.path.isfile(cluster_file):
+        return None
+    stats = VerifyStats()
+    rep = _Reporter(stats, options.max_findings_per_check)
+    try:
+        metadata = DataDir.open(root).metadata
+    except (EngineError, OSError) as e:
+        rep(ERROR, "cluster-metadata", cluster_file, None, None, str(e))
+        return rep.take() + rep.overflow(), stats
+    stats.files += 1
+    for topic in sorted(metadata.topics):
+        missing: dict[int, list[int]] = {}
+        for partition, replicas in enumerate(metadata.topics[topic].replicas):
+            for broker in replicas:
+                if only is not None and broker != only:
+                    continue
+                if not os.path.isdir(os.path.join(root, f"broker-{broker}", f"{topic}-{partition}")):
+                    missing.setdefault(broker, []).append(partition)
+        for broker, parts in sorted(missing.items()):
+            shown = ", ".join(map(str, parts[:5])) + (f" and {len(parts) - 5} more" if len(parts) > 5 else "")
+            rep(ERROR, "partition-missing", os.path.join(root, f"broker-{broker}"), None, None,
+                f"{METADATA_FILE} assigns {len(parts)} partition{'s' * (len(parts) != 1)} of topic {topic} "
+                f"({shown}) to broker {broker}, whose log directory has no folder for "
+                f"{'them' if len(parts) != 1 else 'it'}: the topic cannot be read or written there")
+    return rep.take() + rep.overflow(), stats
 
 
 def _run_task(task: _Task, options: VerifyOptions, stats: VerifyStats,
@@ -1719,9 +1933,9 @@ def _run_task(task: _Task, options: VerifyOptions, stats: VerifyStats,
         return
     rep = _Reporter(stats, options.max_findings_per_check)
     if kind == "segment":
-        seg, is_last, next_base = args
+        seg, is_last, next_base, repair = args
         yield from _segment_findings(seg, rep, stats, options, is_last=is_last, next_base=next_base,
-                                     progress=progress, result=[])
+                                     progress=progress, result=[], repair=repair)
     elif kind == "batches":
         yield from _verify_batch_file(args[0], rep, stats, options, progress)
     elif kind == "snapshot":
@@ -1743,25 +1957,28 @@ def default_jobs() -> int:
 
 def worker_exits_on_sigint() -> None:
     """``ProcessPoolExecutor`` initializer: on Ctrl-C (a terminal sends SIGINT to the whole
-    process group) a worker process exits at once and silently. Without it every idle
-    worker prints a KeyboardInterrupt traceback from inside ``multiprocessing``; the parent
-    gets the KeyboardInterrupt, shuts the pool down and reports one line. What a worker was
-    doing ends as a crash would end it (recovery and compaction are crash-safe)."""
+    process group) or SIGTERM (systemd sends it to every process of the unit) a worker
+    process exits at once and silently. Without it every idle worker prints a
+    KeyboardInterrupt traceback from inside ``multiprocessing`` (the CLI's SIGTERM handler,
+    inherited through fork, raises one too); the parent gets the KeyboardInterrupt, shuts
+    the pool down and reports one line. What a worker was doing ends as a crash would end it
+    (recovery and compaction are crash-safe)."""
     import signal
 
-    signal.signal(signal.SIGINT, lambda _signum, _frame: os._exit(130))
-    # Forked while the parent held SIGINT (sigint_held): a Ctrl-C that came meanwhile is
-    # pending here and ends this worker now.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda signum, _frame: os._exit(128 + signum))
+    # Forked while the parent held them (sigint_held): a Ctrl-C or SIGTERM that came
+    # meanwhile is pending here and ends this worker now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 class sigint_held:
-    """Context manager: SIGINT is held (blocked) while worker processes are forked and
-    delivered when it ends. A KeyboardInterrupt raised inside an at-fork callback (logging's
-    lock release runs in the parent after every fork) is printed as "Exception ignored" and
-    lost, so a Ctrl-C in that window would not stop the command. Use around the first
-    ``submit`` to a ``ProcessPoolExecutor`` (which forks its workers). Main thread only;
-    elsewhere a no-op."""
+    """Context manager: SIGINT and SIGTERM are held (blocked) while worker processes are
+    forked and delivered when it ends. A KeyboardInterrupt raised inside an at-fork callback
+    (logging's lock release runs in the parent after every fork) is printed as "Exception
+    ignored" and lost, so a Ctrl-C in that window would not stop the command. Use around the
+    first ``submit`` to a ``ProcessPoolExecutor`` (which forks its workers). Main thread
+    only; elsewhere a no-op."""
 
     def __enter__(self):
         import signal
@@ -1769,7 +1986,7 @@ class sigint_held:
 
         self._old = None
         if threading.current_thread() is threading.main_thread():
-            self._old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            self._old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         return self
 
     def __exit__(self, *exc) -> None:

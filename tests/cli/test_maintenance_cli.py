@@ -248,3 +248,39 @@ def test_init_broker_configs(tmp_path, capsys):
     code, _, err = plog(capsys, "init", "-d", str(tmp_path / "d3"), "--broker-config", "log.cleaner.enable=maybe")
     assert code == 1 and "log.cleaner.enable must be true or false" in err
     assert not (tmp_path / "d2" / "cluster.json").exists() and not (tmp_path / "d3" / "cluster.json").exists()
+
+
+@pytest.mark.parametrize("command", ["retention", "compact", "maintain"])
+def test_damage_is_not_cut_as_a_side_effect_of_maintenance(tmp_path, capsys, command):
+    """A log directory that was not shut down cleanly is recovered first, as a broker starts;
+    when that recovery would cut data (here a segment of random bytes), the command refuses in
+    one line pointing at plog recover, and nothing is written: no truncation, no .lock, no
+    checkpoints, no meta.properties."""
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(os.urandom(5000))
+    before = tree_digest(tmp_path / "logs")
+    code, out, err = plog(capsys, command, str(part))
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("plog: error: ")
+    assert "was not shut down cleanly" in lines[0] and "t-0: truncate 00000000000000000000.log at byte 0" in lines[0]
+    assert "plog recover --dry-run" in lines[0]
+    assert tree_digest(tmp_path / "logs") == before
+
+
+def test_a_crashed_writer_is_recovered_without_loss_and_maintained(tmp_path, capsys):
+    """What a killed writer leaves (no clean-shutdown marker, untrimmed indexes, whole batches)
+    recovers without cutting anything, so maintenance goes on; a log directory with no
+    meta.properties is not given one (a broker would refuse a cluster.id not its own)."""
+    log_dir = tmp_path / "logs"
+    part = log_dir / "t-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(
+        encode_batch([(i, int(time.time() * 1000), b"k", b"v%d" % i) for i in range(10)]))
+    code, out, err = plog(capsys, "retention", str(log_dir))
+    assert code == 0, err
+    assert "not shut down cleanly; recovered 1 partition(s) first" in out + err
+    assert (part / "00000000000000000000.log").stat().st_size > 0
+    assert not (log_dir / "meta.properties").exists()
+    assert (log_dir / ".kafka_cleanshutdown").exists()

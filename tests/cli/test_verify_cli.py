@@ -22,8 +22,10 @@ runner = CliRunner()
 SEG0 = "orders-0/00000000000000000000"
 TEXT_LINE = re.compile(r"^(?P<path>[^:]+)(?::(?P<pos>\d+))?: (?P<sev>error|warning)\[(?P<check>[a-z-]+)\]: "
                        r"(?P<msg>.+)$")
-SUMMARY = re.compile(r"^plog verify: checked \d+ files \(\d+ bytes, \d+ batches\) in \d+ partitions?: "
-                     r"(?P<errors>\d+) errors?, (?P<warnings>\d+) warnings?( \(--strict: warnings count\))?\n$")
+SUMMARY = re.compile(r"^plog verify: checked \d+ files? \(\d+ bytes?, \d+ batch(?:es)?\)"
+                     r"(?: in \d+ partitions?| of \d+ segments?)?: "
+                     r"(?P<errors>\d+) errors?, (?P<warnings>\d+) warnings?( \(--strict: warnings count\))?"
+                     r"(?P<failed>; \d+ paths? could not be verified)?\n$")
 
 
 def build_log_dir(root: Path) -> Path:
@@ -214,3 +216,47 @@ def test_real_process_on_a_corpus_log_dir(corpus):
     assert r.returncode == 0, r.stderr
     m = SUMMARY.match(r.stderr)
     assert m and m["errors"] == "0" and "in 7 partitions" in r.stderr
+
+
+# -- issue 21 --------------------------------------------------------------------------------------
+
+
+def test_without_a_path_the_data_directory_is_verified(capsys, monkeypatch, logdir, tmp_path):
+    damage(logdir)
+    monkeypatch.setenv("PLOG_DATA_DIR", str(logdir))
+    code, out, err = run_main(capsys, "-j", "1")
+    assert code == 3 and "error[crc]" in out and SUMMARY.match(err)
+    code, out, err = run_main(capsys, "-j", "1", "--data-dir", str(logdir / "orders-1"))
+    assert code == 0 and "in 1 partition:" in err
+    monkeypatch.delenv("PLOG_DATA_DIR")
+    monkeypatch.chdir(tmp_path)  # no ./plog-data here
+    code, out, err = run_main(capsys)
+    assert (code, out) == (1, "") and err.startswith("plog: error: no PATH given and no data directory at plog-data")
+
+
+def test_a_bad_path_is_reported_and_the_others_are_verified(capsys, logdir, tmp_path):
+    damage(logdir)
+    code, out, err = run_main(capsys, tmp_path / "missing", logdir, "-j", "1")
+    assert code == 1  # the command could not verify everything: an error, whatever else it found
+    assert [m["check"] for m in map(TEXT_LINE.match, out.splitlines())] == ["crc", "index-missing"]
+    first, summary = err.splitlines(keepends=True)
+    assert first == f"plog: error: No such file or directory: {tmp_path / 'missing'}\n"
+    m = SUMMARY.match(summary)
+    assert m and m["errors"] == "1" and m["failed"] == "; 1 path could not be verified"
+
+
+def test_the_summary_counts_what_was_checked(capsys, logdir):
+    code, _, err = run_main(capsys, logdir / f"{SEG0}.log")
+    assert code == 0 and re.fullmatch(r"plog verify: checked 3 files \(\d+ bytes, \d+ batches\) of 1 segment: "
+                                      r"0 errors, 0 warnings\n", err), err
+    snapshot = next((logdir / "orders-0").glob("*.snapshot"))
+    code, _, err = run_main(capsys, snapshot)
+    assert code == 0 and re.fullmatch(r"plog verify: checked 1 file \(\d+ bytes, 0 batches\): 0 errors, 0 warnings\n",
+                                      err), err
+
+
+def test_random_bytes_are_not_a_kafka_segment(capsys, tmp_path):
+    junk = tmp_path / "00000000000000000000.log"
+    junk.write_bytes(os.urandom(4096))
+    code, out, _ = run_main(capsys, junk)
+    assert code == 3 and "error[not-a-segment]" in out and "torn" not in out

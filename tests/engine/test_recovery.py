@@ -121,9 +121,15 @@ def assert_plan_matches(plan, report) -> None:
         assert r.recovery_point == p.new_recovery_point
         assert r.log_start_offset == p.new_log_start_offset
         snaps = {n for n in os.listdir(p.path) if n.endswith(".snapshot")}
-        assert not set(p.snapshots_deleted) & snaps
+        assert not {d.file for d in p.snapshots_deleted} & snaps
         if p.snapshot_written:
             assert p.snapshot_written in snaps
+        # The run revalidates the segments the plan names (but those a truncation deletes),
+        # rebuilds the very indexes the plan lists and leaves the damage it names.
+        deleted = {a.file for a in p.deleted_segments}
+        assert r.revalidated == [s.file for s in p.revalidate if s.file not in deleted]
+        assert sorted(r.rebuilt_indexes) == sorted(a.file for a in p.index_rebuilds if a.action == "rebuild")
+        assert r.untouched == p.untouched
 
 
 def run(d: Path, **kw):
@@ -590,7 +596,9 @@ def test_parallel_recovery_equals_serial_byte_for_byte(tmp_path):
     assert ra.ok and rb.ok
     assert snapshot_files(a) == snapshot_files(b)
     assert_plan_matches(plan, ra)
-    assert sum(seen_a) == sum(seen_b) == sum(p.bytes_validated for p in rb.partitions) > 0
+    # Progress counts the bytes revalidated and those read for damage left untouched.
+    assert sum(seen_a) == sum(seen_b) == sum(p.bytes_validated + p.bytes_checked for p in rb.partitions) > 0
+    assert sum(p.bytes_checked for p in rb.partitions) > 0  # segment 0 lies below the recovery point 30
     for d in (a / "broker-0", a / "broker-1"):
         assert_recovered(d)
 
@@ -779,3 +787,141 @@ def test_overrides_shape_the_rebuilt_indexes(tmp_path):
     recover(d, jobs=1, overrides={"index.interval.bytes": "1000"})
     # 391-byte batches: an entry every third batch instead of every batch.
     assert (part / "00000000000000000000.index").stat().st_size == 3 * 8
+
+
+# -- what recovery leaves, what it costs, and the housekeeping it does (issue 21) -------------------
+
+
+def _tear_middle_segment(part: Path, seg_index: int = 2) -> tuple[Path, int]:
+    """Cut a closed segment's .log in the middle of a batch (its index now points past the
+    end); returns (segment, position of the torn batch)."""
+    seg = segs(part)[seg_index]
+    victim = list(iter_batches(seg.read_bytes()))[6]
+    os.truncate(seg, victim.position + 50)
+    return seg, victim.position
+
+
+@pytest.mark.parametrize("shutdown", ["unclean", "clean"])
+def test_damage_a_broker_start_does_not_revalidate_is_named_as_untouched(tmp_path, shutdown):
+    """Damage below the recovery point (or anywhere after a clean shutdown) is what a broker's
+    start-up never looks at: the plan and the run name it, say why and which command repairs
+    it; verify says the same of it; --all --salvage repairs it."""
+    d = make_log_dir(tmp_path)
+    if shutdown == "unclean":
+        make_unclean(d, recovery_point=150)
+    part = d / "t-0"
+    crc_seg, crc_pos, _, _ = _corrupt_middle(d, seg_index=1)
+    torn_seg, torn_pos = _tear_middle_segment(part)
+    plan = plan_recovery(d)
+    p = plan.partitions[0]
+    assert [(u.segment, u.file, u.check, u.position) for u in p.untouched] == [
+        (crc_seg.name, crc_seg.name, "crc", crc_pos), (torn_seg.name, torn_seg.name, "torn-tail", torn_pos)]
+    why = ("it lies below the recovery point 150" if shutdown == "unclean" else
+           "the log directory was shut down cleanly")
+    assert all(u.why.startswith(why) and u.remedy.startswith("plog recover --all --salvage") for u in p.untouched)
+    assert p.untouched[1].errors == 2  # the torn tail, and the index entries past the end of the .log
+    assert plan.has_untouched_damage and p.truncation is None
+    # verify judges each damage by the same rule
+    found = [f for f in verify_path(str(d)) if f.severity == ERROR]
+    assert [(Path(f.path).name, f.check) for f in found] == [
+        (crc_seg.name, "crc"), (torn_seg.name, "torn-tail"), (torn_seg.name[:20] + ".index", "index-entry")]
+    reason = "the segment lies below the recovery point 150" if shutdown == "unclean" else \
+        "the log directory was shut down cleanly"
+    assert all(f"a broker would not repair it at start-up ({reason}): plog recover --all --salvage" in f.message
+               for f in found[:2])
+    assert f"a broker would not rebuild this index at start-up ({reason})" in found[2].message
+    _, report = run(d, jobs=1)
+    assert report.has_untouched_damage and report.partitions[0].truncations == []
+    trusted = segs(part)[:5] if shutdown == "unclean" else segs(part)  # every segment but the revalidated one
+    assert report.partitions[0].bytes_checked == sum(s.stat().st_size for s in trusted)
+    recover(d, jobs=1, all_segments=True, salvage=True)
+    assert_recovered(d)
+
+
+def test_damage_in_a_revalidated_segment_is_what_verify_says_recovery_truncates(tmp_path):
+    d = make_log_dir(tmp_path)
+    make_unclean(d, recovery_point=150)
+    last = segs(d / "t-0")[-1]
+    last.write_bytes(last.read_bytes()[:-30])
+    [f] = [f for f in verify_path(str(d)) if f.severity == ERROR]
+    assert f.check == "torn-tail" and f.message.endswith("; a broker's start-up recovery truncates the segment here")
+    p = plan_recovery(d).partitions[0]
+    assert p.untouched == [] and p.truncation.file == last.name
+
+
+def test_the_plan_says_what_a_truncation_loses_and_what_salvage_keeps(tmp_path):
+    d = make_log_dir(tmp_path)
+    make_unclean(d)
+    seg, pos, length, _ = _corrupt_middle(d)  # batch 15 of 60: offsets 45..47
+    p = plan_recovery(d).partitions[0]
+    t = p.truncation
+    assert (t.position, t.first_offset) == (pos, 45)
+    # batches 16..19 of the segment follow the damage: 4 batches of 3 records
+    assert (t.loss.records, t.loss.first_offset, t.loss.last_offset, t.loss.damaged_bytes, t.loss.salvage_keeps) \
+        == (12, 48, 59, length, 12)
+    assert [(a.file, a.loss.records, a.loss.first_offset, a.loss.last_offset, a.loss.damaged_bytes)
+            for a in p.deleted_segments if a.loss] == [(f"{b:020d}.log", 30, b, b + 29, 0) for b in (60, 90, 120, 150)]
+    _, report = run(d)
+    [done] = report.partitions[0].truncations
+    assert (done.first_offset, done.loss) == (45, t.loss)
+
+
+def test_a_torn_tail_loses_only_its_damaged_bytes(tmp_path):
+    d = make_log_dir(tmp_path)
+    make_unclean(d, recovery_point=150)
+    last = segs(d / "t-0")[-1]
+    last.write_bytes(last.read_bytes()[:-20])
+    for salvage in (False, True):
+        t = plan_recovery(d, salvage=salvage).partitions[0].truncation
+        assert (t.first_offset, t.loss.records, t.loss.damaged_bytes, t.loss.salvage_keeps) == (177, 0, t.bytes, 0)
+
+
+def test_the_plan_lists_every_index_the_run_rebuilds(tmp_path):
+    """An unclean shutdown with the recovery point at 0 revalidates six segments: their twelve
+    indexes are rebuilt, which the plan says (it once listed only the missing one)."""
+    d = make_log_dir(tmp_path)
+    make_unclean(d)
+    os.remove(d / "t-0" / "00000000000000000060.index")
+    plan = plan_recovery(d)
+    p = plan.partitions[0]
+    assert len([a for a in p.index_rebuilds if a.action == "rebuild"]) == 12
+    assert [(a.file, a.reason) for a in p.index_rebuilds if a.reason != recovery.REVALIDATED] == [
+        ("00000000000000000060.index", "missing")]
+    _, report = run(d)
+    assert len(report.partitions[0].rebuilt_indexes) == 12
+
+
+def test_snapshot_deletions_say_which_rule_and_superseded_ones_are_not_work(tmp_path):
+    d = make_log_dir(tmp_path)
+    part = d / "t-0"
+    snap = part / "00000000000000000180.snapshot"
+    # A broker stopped at 175 and started again: its snapshot at 175 is superseded by 180.
+    shutil.copy(snap, part / "00000000000000000175.snapshot")
+    plan = plan_recovery(d)
+    [s] = plan.partitions[0].snapshots_deleted
+    assert (s.file, s.kind, s.routine) == ("00000000000000000175.snapshot", "stray", True)
+    assert s.reason == ("stray: no segment starts at offset 175, and the later snapshot "
+                        "00000000000000000180.snapshot supersedes it")
+    assert not plan.has_work
+    (part / "00000000000000000150.snapshot").write_bytes(b"\x00\x01garbage")
+    shutil.copy(snap, part / "00000000000000000999.snapshot")
+    plan = plan_recovery(d)
+    kinds = {s.file[:20].lstrip("0"): (s.kind, s.routine) for s in plan.partitions[0].snapshots_deleted}
+    assert kinds == {"175": ("stray", True), "180": ("stray", True), "999": ("out of range", False),
+                     "150": ("unreadable", False)}
+    assert plan.has_work
+    # (Not run(): rebuilding the producer state from 120 writes the snapshots at 150 and 180
+    # again, as Kafka's rebuildProducerState does.)
+    assert recover(d, jobs=1).ok
+    assert sorted(p.name for p in part.glob("*.snapshot"))[-1] == "00000000000000000180.snapshot"
+    assert_recovered(d)
+
+
+def test_log_start_offset_is_the_first_segment_base_without_a_checkpoint_entry(tmp_path):
+    d = make_log_dir(tmp_path)
+    part = d / "t-0"
+    for suffix in (".log", ".index", ".timeindex"):
+        os.remove(part / f"00000000000000000000{suffix}")  # retention deleted the first segment
+    OffsetCheckpointFile(d / "log-start-offset-checkpoint").write({})
+    p = plan_recovery(d).partitions[0]
+    assert (p.log_start_offset, p.log_start_checkpoint, p.new_log_start_offset) == (30, None, 30)

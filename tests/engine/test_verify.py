@@ -483,3 +483,121 @@ def test_findings_per_check_and_file_are_capped_but_counted(logdir):
     index = [f for f in findings if f.check == "index-entry"]
     assert len(index) == 6 and stats.errors == 299
     assert index[-1].position is None and "294 more index-entry errors" in index[-1].message
+
+
+# -- issue 21 --------------------------------------------------------------------------------------
+
+
+def test_txn_index_entries_are_read_by_the_formats_layer_as_kafka_reads_them(logdir):
+    """Kafka's ``AbortedTxn.version()`` is byte 0 alone (signed): an entry whose 16-bit version
+    field holds 1 reads as version 0 and passes; one whose first byte is 1 is rejected with
+    Kafka's message naming the file's absolute path. The layout is the formats layer's."""
+    from plog.formats import indexes
+
+    assert V.iter_txn_entries is indexes.iter_txn_entries
+    path = logdir / f"{SEG0}.txnindex"
+    low = bytearray(encode_aborted_txn(5, 10, 20, 21))
+    low[0:2] = b"\x00\x01"
+    high = bytearray(encode_aborted_txn(5, 30, 40, 41))
+    high[0:2] = b"\x01\x00"
+    path.write_bytes(bytes(low) + bytes(high) + encode_aborted_txn(5, 50, 60, 61))
+    findings, _ = run(logdir)
+    assert [(f.severity, f.check, f.position) for f in findings] == [(ERROR, "txnindex-entry", 34)]
+    # (Kafka's iterator throws there and the load fails: nothing is said about a repair.)
+    assert findings[0].message == (f"Unexpected aborted transaction version 1 in transaction index "
+                                   f"{os.path.abspath(path)}, current version is 0")
+
+
+def test_missing_partition_metadata_is_a_warning_in_a_zookeeper_log_dir(corpus, tmp_path):
+    """A ZooKeeper-mode broker (meta.properties version 0) writes partition.metadata when it
+    next leads or follows the partition; a KRaft one takes the log for a stray one."""
+    src = corpus / "dipendrasaini__kafka-learnning-series/tmp/kafka-logs-2"
+    d = Path(shutil.copytree(src, tmp_path / "zk", copy_function=shutil.copyfile))
+    os.remove(d / "invoice-3/partition.metadata")
+    findings, stats = run(d)
+    [f] = [f for f in findings if f.check == "partition-metadata-missing"]
+    assert f.severity == WARNING and "writes it when it next leads or follows" in f.message
+    assert stats.errors == 0
+
+
+def test_missing_partition_metadata_in_a_kraft_log_dir_says_the_broker_removes_the_log(logdir):
+    os.remove(logdir / "orders-1/partition.metadata")
+    [f] = run(logdir)[0]
+    assert f.severity == ERROR and "takes a log without a topic id for a stray log" in f.message
+
+
+def test_index_entries_past_a_short_log_are_one_finding(logdir):
+    log, index = logdir / f"{SEG0}.log", logdir / f"{SEG0}.index"
+    os.truncate(log, 10 * BATCH + 100)  # inside batch 10
+    entries = [struct.unpack_from(">ii", index.read_bytes(), k) for k in range(0, index.stat().st_size, 8)]
+    past = [(slot, rel, pos) for slot, (rel, pos) in enumerate(entries) if pos >= 10 * BATCH + 100]
+    assert len(past) > 5
+    findings, stats = run(logdir / "orders-0")
+    assert [(f.check, f.path) for f in findings] == [("torn-tail", str(log)), ("index-entry", str(index))]
+    (first, rel0, pos0), (last, rel1, pos1) = past[0], past[-1]
+    assert findings[1].position == first * 8 and findings[1].offset == rel0
+    assert findings[1].message.startswith(
+        f"{len(past)} entries, {first} (offset {rel0}, position {pos0}) to {last} (offset {rel1}, position {pos1}), "
+        f"point past the end of the log ({10 * BATCH + 100} bytes)")
+    assert stats.errors == 2
+
+
+def test_random_bytes_are_not_a_segment_but_a_torn_first_batch_is_a_torn_tail(logdir, tmp_path):
+    import random
+
+    junk = tmp_path / "junk" / "00000000000000000000.log"
+    junk.parent.mkdir()
+    junk.write_bytes(random.Random(1).randbytes(50_000))
+    [f] = errors(run(junk)[0])
+    assert (f.check, f.position) == ("not-a-segment", 0)
+    assert "this is not a Kafka segment" in f.message
+    torn = tmp_path / "torn" / "00000000000000000000.log"
+    torn.parent.mkdir()
+    torn.write_bytes((logdir / f"{SEG0}.log").read_bytes()[:300])
+    [f] = errors(run(torn)[0])
+    assert (f.check, f.position) == ("torn-tail", 0)
+
+
+def test_a_bad_path_is_collected_and_the_others_are_planned(logdir, tmp_path):
+    bad: list = []
+    tasks = V.plan([str(tmp_path / "nowhere"), str(logdir), str(logdir / "orders-0/partition.metadata")],
+                   errors=bad)
+    assert [(p, type(e).__name__) for p, e in bad] == [
+        (str(tmp_path / "nowhere"), "FileNotFoundError"),
+        (str(logdir / "orders-0/partition.metadata"), "NotAKafkaPathError")]
+    assert sum(1 for t in tasks if t.kind == "partition") == 2
+
+
+def test_damage_says_what_a_broker_start_does_about_it(logdir):
+    """The loader's rule (``loader.startup_recovery``): after a clean shutdown a broker
+    revalidates nothing, so damage anywhere stays; after an unclean one, from the recovery
+    point on it truncates."""
+    flip(logdir / f"{SEG0}.log", 5000)
+    [f] = run(logdir)[0]
+    assert f.message.endswith("; a broker would not repair it at start-up (the log directory was shut down "
+                              "cleanly): plog recover --all --salvage quarantines the damaged bytes and keeps the "
+                              "rest (--all alone truncates the log here)")
+    os.remove(logdir / ".kafka_cleanshutdown")
+    (logdir / "recovery-point-offset-checkpoint").write_text(
+        format_offset_checkpoint({("orders", 0): 0, ("orders", 1): 240}))
+    [f] = [f for f in run(logdir)[0] if f.severity == ERROR]
+    assert f.message.endswith("; a broker's start-up recovery truncates the segment here and deletes the 2 later "
+                              "segments; plog recover --salvage keeps the valid batches after it")
+    # The segment file alone is judged by its log directory too.
+    [f] = [f for f in run(logdir / f"{SEG0}.log")[0] if f.severity == ERROR]
+    assert "a broker's start-up recovery truncates the segment here" in f.message
+
+
+def test_a_partition_cluster_json_assigns_without_a_folder_is_an_error(tmp_path):
+    from plog.engine.cluster import DataDir
+
+    dd = DataDir.init(tmp_path / "dd", brokers=2)
+    dd.create_topic("t", 3, 2)
+    shutil.rmtree(tmp_path / "dd/broker-2/t-1")
+    findings, stats = run(tmp_path / "dd")
+    [f] = [f for f in findings if f.severity == ERROR]
+    assert (f.check, f.path) == ("partition-missing", str(tmp_path / "dd/broker-2"))
+    assert f.message.startswith("cluster.json assigns 1 partition of topic t (1) to broker 2")
+    # The broker's log directory alone is checked against its own assignments.
+    assert [f.check for f in run(tmp_path / "dd/broker-2")[0] if f.severity == ERROR] == ["partition-missing"]
+    assert [f.check for f in run(tmp_path / "dd/broker-1")[0] if f.severity == ERROR] == []
