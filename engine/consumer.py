@@ -85,6 +85,10 @@ class _PartitionReader:
                 return (directory, len(logs), logs[0], logs[-1], os.stat(directory / logs[-1]).st_size, hw_stamp)
             except FileNotFoundError:
                 if attempt:
+                    if self.data_dir.kafka_log_dir:
+                        raise UnknownTopicOrPartitionError(
+                            f"{self.data_dir.path} holds no folder for {self.tp} (this broker has no replica of "
+                            "it)") from None
                     raise UnknownTopicOrPartitionError(
                         f"{self.tp} is gone from {directory} (topic deleted?)") from None
                 # The replicas may have moved (plog assign execute): read the metadata again.
@@ -207,8 +211,8 @@ class Consumer:
             self.data_dir.topic(t)  # unknown topics fail here, with a clear message
         if self.data_dir.kafka_log_dir:
             # A stopped broker's directory has no live group to join and takes no writes:
-            # read every partition, starting from the group's committed offsets.
-            self.assign([tp for t in topics for tp in self.data_dir.partitions(t)])
+            # read every partition it holds, starting from the group's committed offsets.
+            self.assign([tp for t in topics for tp in self.data_dir.readable_partitions(t)])
             return
         self._subscription = topics
         self._member_id = self._coordinator.join(

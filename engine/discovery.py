@@ -1,4 +1,5 @@
-"""Find the log directories, partition folders and segment files under any path.
+"""Find the log directories, partition folders and segment files under any path, and read
+what their small state files say about each partition.
 
 The inspection commands (``verify``, ``ls``, ``lookup``, ``dump`` of a directory) accept a
 segment file, a partition folder, a log directory (one ``log.dirs`` entry) or a data
@@ -6,6 +7,17 @@ directory that holds several log directories (one per broker). This module turns
 path into :class:`LogDirInfo` / :class:`PartitionInfo` / :class:`SegmentFiles` values and
 never opens a segment: it only lists directories, so it is cheap on a directory with
 thousands of segments.
+
+:func:`partition_facts` is the one place every command reads a partition's facts from its
+files, as a broker reads them at start-up: the topic id (``partition.metadata``), the leader
+epochs (``leader-epoch-checkpoint``), and the log directory's four offset checkpoints
+(:func:`read_checkpoints`) — recovery point, log start, high watermark, cleaner offset. The
+log start offset is Kafka's ``LogLoader`` rule: the larger of the checkpointed entry and the
+base offset of the first segment (the checkpoint only holds an entry when the start is above
+that segment's base, after DeleteRecords or while retention deletes). ``ls``, ``topics
+list``/``describe`` and ``lookup`` read these facts here; ``consume`` and ``groups`` open a
+replica through ``DataDir.open_reader``, which reads :func:`read_checkpoints` and whose
+loader applies the same rule.
 
 Rules (Kafka's ``LogManager.loadLogs`` and ``LocalLog``):
 
@@ -23,9 +35,21 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass, field
 
-from .errors import InvalidTopicError
+from plog.formats.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    EpochEntry,
+    uuid_to_base64url,
+)
+from plog.formats.errors import FormatError
+
+from . import checkpoint_files as _ckf
+from .errors import EngineError, InvalidTopicError, NotAKafkaPathError
 from .topics import (
     CHECKPOINT_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -55,10 +79,6 @@ CHECKPOINT_FILES = (
     "cleaner-offset-checkpoint",
 )
 _OFFSET_NAME = re.compile(r"(\d{20})(\.[a-z]+)")
-
-
-class NotAKafkaPathError(ValueError):
-    """The path is none of: segment file, partition folder, log directory, data directory."""
 
 
 @dataclass(frozen=True)
@@ -259,17 +279,190 @@ def segment_base_offset(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+# -- what the state files say ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogDirCheckpoints:
+    """The four offset checkpoints of one log directory, ``{TopicPartition: offset}`` each.
+
+    Read as ``LogManager.loadLogs`` reads them: a missing file is empty, and so is one that
+    cannot be read or parsed (Kafka logs a warning and goes on), with the reason in
+    ``problems`` (file name -> one line naming the file).
+    """
+
+    path: str
+    recovery_points: dict = field(default_factory=dict)
+    log_starts: dict = field(default_factory=dict)
+    high_watermarks: dict = field(default_factory=dict)
+    cleaner_offsets: dict = field(default_factory=dict)
+    problems: dict = field(default_factory=dict)
+
+
+def read_checkpoints(log_dir: str | os.PathLike) -> LogDirCheckpoints:
+    """The offset checkpoints of ``log_dir`` (see :class:`LogDirCheckpoints`). Opening each
+    of 20,000 partitions must not parse 20,000-line files each time: the files are read again
+    only when one changed (they are replaced by rename: another inode, size or mtime), and a
+    result is kept only once every file is older than the file system's timestamps can tell
+    apart (two versions written within one clock tick may share all of that). The result is
+    shared between callers; do not change it."""
+    log_dir = os.fspath(log_dir)
+    stamp = []
+    settled = True
+    now = time.time_ns()
+    for name in CHECKPOINT_FILES:
+        try:
+            st = os.stat(os.path.join(log_dir, name))
+        except OSError:
+            stamp.append(None)
+            continue
+        stamp.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+        settled = settled and now - st.st_mtime_ns > _SETTLED_NS
+    cached = _CHECKPOINTS.get(log_dir)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    result = _read_checkpoints(log_dir)
+    if settled:
+        if len(_CHECKPOINTS) >= 64:
+            _CHECKPOINTS.clear()
+        _CHECKPOINTS[log_dir] = (stamp, result)
+    return result
+
+
+_CHECKPOINTS: dict[str, tuple[list, LogDirCheckpoints]] = {}
+_SETTLED_NS = 2_000_000_000
+
+
+def _read_checkpoints(log_dir: str) -> LogDirCheckpoints:
+    found: dict[str, dict] = {}
+    problems = {}
+    for name in CHECKPOINT_FILES:
+        try:
+            found[name] = _ckf.OffsetCheckpointFile.in_log_dir(log_dir, name).read()
+        except (FormatError, EngineError, OSError) as e:
+            problems[name] = f"{os.path.join(log_dir, name)}: {e} (Kafka treats it as empty)"
+            found[name] = {}
+    return LogDirCheckpoints(log_dir, found[RECOVERY_POINT_CHECKPOINT], found[LOG_START_OFFSET_CHECKPOINT],
+                             found[REPLICATION_OFFSET_CHECKPOINT], found[CLEANER_OFFSET_CHECKPOINT], problems)
+
+
+#: Where :attr:`PartitionFacts.log_start_offset` came from.
+LOG_START_FROM_CHECKPOINT = LOG_START_OFFSET_CHECKPOINT
+LOG_START_FROM_SEGMENT = "base offset of the first segment"
+
+
+def log_start_offset_at_load(log_start_checkpoint: int | None, first_segment_base: int) -> int:
+    """``LogLoader``'s rule (the loader's pass 11): the log start offset is the larger of the
+    checkpointed one (absent: none) and the first segment's base offset."""
+    if log_start_checkpoint is None:
+        return first_segment_base
+    return max(log_start_checkpoint, first_segment_base)
+
+
+@dataclass(frozen=True)
+class PartitionFacts:
+    """What one partition folder's state files, and its log directory's checkpoints, say.
+
+    Every value is None when its file holds nothing for the partition. ``topic_id`` is
+    Kafka's text form (``Uuid.toString``: 22 characters of URL-safe base64).
+    ``leader_epochs`` is the ``leader-epoch-checkpoint`` in file order; the latest entry is
+    the replica's current epoch. ``first_segment_offset`` is the base offset of the first
+    segment that has a ``.log`` (index files without one are orphans Kafka deletes).
+    """
+
+    path: str
+    topic_partition: TopicPartition | None
+    topic_id: str | None
+    leader_epochs: tuple[EpochEntry, ...]
+    first_segment_offset: int | None
+    log_start_checkpoint: int | None
+    recovery_point: int | None
+    high_watermark: int | None
+    cleaner_offset: int | None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def leader_epoch(self) -> int | None:
+        """The latest leader epoch of ``leader-epoch-checkpoint``."""
+        return self.leader_epochs[-1].epoch if self.leader_epochs else None
+
+    @property
+    def leader_epoch_start_offset(self) -> int | None:
+        return self.leader_epochs[-1].start_offset if self.leader_epochs else None
+
+    @property
+    def log_start_offset(self) -> int | None:
+        """``LogLoader``: max(checkpointed log start, first segment's base offset); None
+        when the folder holds no segment."""
+        if self.first_segment_offset is None:
+            return None
+        return log_start_offset_at_load(self.log_start_checkpoint, self.first_segment_offset)
+
+    @property
+    def log_start_source(self) -> str | None:
+        """Which file gave :attr:`log_start_offset`."""
+        if self.first_segment_offset is None:
+            return None
+        if self.log_start_checkpoint is not None and self.log_start_checkpoint > self.first_segment_offset:
+            return LOG_START_FROM_CHECKPOINT
+        return LOG_START_FROM_SEGMENT
+
+
+def partition_facts(partition: PartitionInfo | str | os.PathLike,
+                    checkpoints: LogDirCheckpoints | None = None) -> PartitionFacts:
+    """The :class:`PartitionFacts` of a partition folder (a :class:`PartitionInfo` or a path).
+
+    ``checkpoints`` are those of its log directory (the parent folder), read here when not
+    given; pass them when reading many partitions of one log directory (their own
+    ``problems`` are the log directory's, not repeated here). A partition state file that
+    cannot be read leaves its facts None and says why in ``problems``; nothing raises.
+    """
+    info = partition if isinstance(partition, PartitionInfo) else scan_partition(os.fspath(partition))
+    if checkpoints is None:
+        checkpoints = read_checkpoints(os.path.dirname(os.path.abspath(info.path)))
+    problems = []
+    topic_id = None
+    try:
+        meta = _ckf.PartitionMetadataFile.in_dir(info.path).read()
+        topic_id = None if meta is None else uuid_to_base64url(meta.topic_id)
+    except (FormatError, EngineError, OSError) as e:
+        problems.append(f"partition.metadata: {e}")
+    epochs: list[EpochEntry] = []
+    try:
+        epochs = _ckf.LeaderEpochCheckpointFile.in_dir(info.path).read()
+    except (FormatError, EngineError, OSError) as e:
+        problems.append(f"leader-epoch-checkpoint: {e}")
+    first = next((s.base_offset for s in info.segments if s.log is not None), None)
+    tp = info.topic_partition
+
+    def entry(offsets: dict) -> int | None:
+        return None if tp is None else offsets.get(tp)
+
+    return PartitionFacts(
+        path=info.path, topic_partition=tp, topic_id=topic_id, leader_epochs=tuple(epochs),
+        first_segment_offset=first, log_start_checkpoint=entry(checkpoints.log_starts),
+        recovery_point=entry(checkpoints.recovery_points), high_watermark=entry(checkpoints.high_watermarks),
+        cleaner_offset=entry(checkpoints.cleaner_offsets), problems=tuple(problems))
+
+
 __all__ = [
     "CHECKPOINT_FILES",
     "LOG_DIR_FILES",
+    "LOG_START_FROM_CHECKPOINT",
+    "LOG_START_FROM_SEGMENT",
+    "LogDirCheckpoints",
     "LogDirInfo",
     "NotAKafkaPathError",
+    "PartitionFacts",
     "PartitionInfo",
     "SegmentFiles",
     "classify",
     "is_partition_dir_name",
     "log_dirs",
+    "log_start_offset_at_load",
+    "partition_facts",
     "partitions",
+    "read_checkpoints",
     "scan_log_dir",
     "scan_partition",
     "segment_base_offset",

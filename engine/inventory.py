@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple
 
 from plog.formats.batches import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_V2_SIZE, RECORD_OVERHEAD_V0
+from plog.formats.checkpoints import uuid_to_base64url
 from plog.formats.compression import CODEC_NAMES
 from plog.formats.errors import FormatError
 from plog.formats.indexes import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
@@ -46,12 +47,15 @@ from . import checkpoint_files as _ckf
 from .discovery import (
     CHECKPOINT_FILES,
     LOG_DIR_FILES,
+    LogDirCheckpoints,
     LogDirInfo,
     NotAKafkaPathError,
     PartitionInfo,
     SegmentFiles,
     classify,
     log_dirs,
+    partition_facts,
+    read_checkpoints,
     scan_partition,
     segment_base_offset,
 )
@@ -430,26 +434,6 @@ def summarize_segment(seg: SegmentFiles, *, walk: bool = True, last: bool = Fals
 # -- per partition -----------------------------------------------------------------------
 
 
-@dataclass
-class _DirCheckpoints:
-    recovery: dict
-    log_start: dict
-    replication: dict
-    cleaner: dict
-
-
-def _read_checkpoints(log_dir: str, problems: list[str]) -> _DirCheckpoints:
-    found = {}
-    for name in CHECKPOINT_FILES:
-        try:
-            found[name] = _ckf.OffsetCheckpointFile.in_log_dir(log_dir, name).read()
-        except (FormatError, EngineError, OSError) as e:
-            problems.append(f"{os.path.join(log_dir, name)}: {e} (Kafka treats it as empty)")
-            found[name] = {}
-    return _DirCheckpoints(found["recovery-point-offset-checkpoint"], found["log-start-offset-checkpoint"],
-                           found["replication-offset-checkpoint"], found["cleaner-offset-checkpoint"])
-
-
 def _disk_bytes(path: str) -> int:
     total = 0
     with os.scandir(path) as it:
@@ -462,12 +446,12 @@ def _disk_bytes(path: str) -> int:
     return total
 
 
-def summarize_partition(info: PartitionInfo, checkpoints: _DirCheckpoints | None = None, *,
+def summarize_partition(info: PartitionInfo, checkpoints: LogDirCheckpoints | None = None, *,
                         quick: bool = False) -> PartitionSummary:
-    """A :class:`PartitionSummary` of one partition folder (see the module docstring)."""
-    problems: list[str] = []
-    tp = info.topic_partition
-    key = tuple(tp) if tp is not None else None
+    """A :class:`PartitionSummary` of one partition folder (see the module docstring).
+    ``checkpoints``: its log directory's (read when not given)."""
+    facts = partition_facts(info, checkpoints)
+    problems: list[str] = list(facts.problems)
     segs = [s for s in info.segments if s.log is not None]
     orphans = [p for s in info.segments if s.log is None for p in (s.index, s.timeindex, s.txnindex) if p]
     if orphans:
@@ -477,10 +461,6 @@ def summarize_partition(info: PartitionInfo, checkpoints: _DirCheckpoints | None
         problems.extend(s.problems)
         if s.index_path is None and s is not (summaries[-1] if summaries else None):
             problems.append(f"segment {s.base_offset:020d} has no .index (Kafka recovers it at startup)")
-    ck = checkpoints
-    ck_start = ck.log_start.get(key) if ck and key else None
-    first = segs[0].base_offset if segs else None
-    start = None if first is None else max(first, ck_start) if ck_start is not None else first
     leo = summaries[-1].next_offset if summaries else None
     codecs: dict[str, int] = {}
     magics: dict[int, int] = {}
@@ -497,43 +477,24 @@ def summarize_partition(info: PartitionInfo, checkpoints: _DirCheckpoints | None
         values = [getattr(s, attr) for s in summaries]
         return None if quick or any(v is None for v in values) else sum(values)
 
-    topic_id = None
-    try:
-        meta = _ckf.PartitionMetadataFile.in_dir(info.path).read()
-        topic_id = None if meta is None else _uuid_text(meta.topic_id)
-    except (FormatError, EngineError, OSError) as e:
-        problems.append(f"partition.metadata: {e}")
-    epoch = epoch_start = None
-    epochs = []
-    try:
-        epochs = _ckf.LeaderEpochCheckpointFile.in_dir(info.path).read()
-    except (FormatError, EngineError, OSError) as e:
-        problems.append(f"leader-epoch-checkpoint: {e}")
-    if epochs:
-        epoch, epoch_start = epochs[-1].epoch, epochs[-1].start_offset
-    hw = ck.replication.get(key) if ck and key else None
+    hw = facts.high_watermark
     if hw is not None and leo is not None and hw > leo:
         problems.append(f"high watermark {hw} is above the log end offset {leo} (data missing from this copy?)")
+    tp = info.topic_partition
     return PartitionSummary(
         path=info.path, name=info.name, topic=tp.topic if tp else None, partition=tp.partition if tp else None,
-        kind=info.kind, topic_id=topic_id, segment_count=len(segs),
+        kind=info.kind, topic_id=facts.topic_id, segment_count=len(segs),
         size_bytes=sum(s.size_bytes for s in summaries), disk_bytes=_disk_bytes(info.path),
-        first_offset=first, log_start_offset=start, log_end_offset=leo,
+        first_offset=facts.first_segment_offset, log_start_offset=facts.log_start_offset, log_end_offset=leo,
         batches=total("batches"), records=total("records"),
         min_timestamp=min(tss) if tss and not quick else None, max_timestamp=max(mss) if mss else None,
         first_timestamp=firsts[0] if firsts else None, codecs=codecs, codecs_sampled=quick, magics=magics,
         transactional_batches=total("transactional_batches"), control_batches=total("control_batches"),
-        leader_epoch=epoch, leader_epoch_start_offset=epoch_start, leader_epoch_entries=len(epochs),
-        recovery_point=ck.recovery.get(key) if ck and key else None, high_watermark=hw,
-        log_start_checkpoint=ck_start, cleaner_offset=ck.cleaner.get(key) if ck and key else None,
+        leader_epoch=facts.leader_epoch, leader_epoch_start_offset=facts.leader_epoch_start_offset,
+        leader_epoch_entries=len(facts.leader_epochs), recovery_point=facts.recovery_point, high_watermark=hw,
+        log_start_checkpoint=facts.log_start_checkpoint, cleaner_offset=facts.cleaner_offset,
         snapshots=len(info.snapshots), in_flight_files=list(info.in_flight), orphan_index_files=orphans,
         problems=problems, segments=summaries)
-
-
-def _uuid_text(value) -> str:
-    from plog.formats.checkpoints import uuid_to_base64url
-
-    return uuid_to_base64url(value)
 
 
 # -- per log dir -------------------------------------------------------------------------
@@ -578,7 +539,7 @@ def summarize_log_dir(info: LogDirInfo, *, quick: bool = False, only: list[Parti
         props = _ckf.read_meta_properties(info.path)
         if props is not None:
             meta = {"version": props.version, "cluster_id": props.cluster_id, "node_id": props.node_id,
-                    "directory_id": _uuid_text(props.directory_id) if props.directory_id else None}
+                    "directory_id": uuid_to_base64url(props.directory_id) if props.directory_id else None}
     except (FormatError, EngineError, OSError) as e:
         problems.append(f"meta.properties: {e}")
     marker = _ckf.CleanShutdownFile(info.path)
@@ -592,7 +553,8 @@ def summarize_log_dir(info: LogDirInfo, *, quick: bool = False, only: list[Parti
     lock_path = os.path.join(info.path, ".lock")
     lock_file = os.path.isfile(lock_path)
     checked, pid = lock_holder(lock_path) if lock_file else (True, None)
-    ck = _read_checkpoints(info.path, problems)
+    ck = read_checkpoints(info.path)
+    problems.extend(ck.problems.values())
     parts = []
     for p in (only if only is not None else info.partitions):
         if progress:

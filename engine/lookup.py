@@ -57,8 +57,9 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from plog.formats.checkpoints import LOG_START_OFFSET_CHECKPOINT
 from plog.formats.compression import CODEC_NAMES
-from plog.formats.errors import CheckpointError, FormatError
+from plog.formats.errors import FormatError
 from plog.formats.indexes import (
     OFFSET_INDEX_ENTRY_SIZE,
     OFFSET_INDEX_KEY,
@@ -73,25 +74,24 @@ from plog.formats.legacy import LegacyBatch
 from plog.formats.record_batch import RecordBatch
 from plog.formats.records import TIMESTAMP_TYPE_NAMES
 
-from .checkpoint_files import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from .discovery import (
     NotAKafkaPathError,
     PartitionInfo,
     SegmentFiles,
     classify,
     log_dirs,
+    partition_facts,
+    read_checkpoints,
     scan_partition,
     segment_base_offset,
 )
-from .errors import EngineError, LogDirError, OffsetOutOfRangeError
+from .errors import LogDirError, OffsetOutOfRangeError
 from .file_records import FileBatches
 
 EARLIEST_TIMESTAMP = -2  # ListOffsetsRequest.EARLIEST_TIMESTAMP
 LATEST_TIMESTAMP = -1  # ListOffsetsRequest.LATEST_TIMESTAMP
 MAX_TIMESTAMP = -3  # ListOffsetsRequest.MAX_TIMESTAMP (KIP-734)
 SPECIAL_TIMESTAMPS = {EARLIEST_TIMESTAMP: "earliest", LATEST_TIMESTAMP: "latest", MAX_TIMESTAMP: "max-timestamp"}
-
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
 #: First read when scanning forward from an index entry: Kafka indexes every 4 KiB, so the
 #: batch sought is almost always within the first read.
@@ -386,7 +386,8 @@ class PartitionView:
     """
 
     def __init__(self, info: PartitionInfo, segments: list[SegmentFiles], *, log_start_offset: int,
-                 log_start_source: str, single_segment: bool = False, notes: list[str] | None = None):
+                 log_start_source: str, single_segment: bool = False, notes: list[str] | None = None,
+                 leader_epochs=()):
         if not segments:
             raise LogDirError(f"{info.path}: the partition has no segment (.log) files")
         self.info = info
@@ -397,6 +398,7 @@ class PartitionView:
         self.log_start_source = log_start_source
         self.single_segment = single_segment
         self.notes = list(notes or [])
+        self._leader_epochs = list(leader_epochs)
         self._leo: int | None = None
         self._leo_steps: list[LookupStep] = []
         self._largest: dict[int, tuple[int, int, str]] = {}
@@ -443,30 +445,11 @@ class PartitionView:
         return self._largest[i]
 
     def leader_epochs(self) -> list:
-        if self.single_segment:
-            return []
-        try:
-            return LeaderEpochCheckpointFile.in_dir(self.path).read()
-        except (CheckpointError, EngineError, OSError):
-            return []
+        """The partition's ``leader-epoch-checkpoint`` (none for a one-segment view)."""
+        return [] if self.single_segment else list(self._leader_epochs)
 
     def __repr__(self) -> str:
         return f"PartitionView({self.path!r}, segments={len(self.segments)})"
-
-
-def _parent_log_start(partition_path: str, tp) -> tuple[int | None, str | None]:
-    """The partition's entry in its log dir's ``log-start-offset-checkpoint`` and a note
-    when that file cannot be read (Kafka then treats it as empty)."""
-    if tp is None:
-        return None, None
-    ckpt = os.path.join(os.path.dirname(os.path.abspath(partition_path)), LOG_START_OFFSET_CHECKPOINT)
-    if not os.path.isfile(ckpt):
-        return None, None
-    try:
-        offsets = OffsetCheckpointFile(ckpt).read()
-    except (CheckpointError, EngineError, OSError) as e:
-        return None, f"{ckpt} is unreadable ({e}); Kafka treats it as empty"
-    return offsets.get(tuple(tp)), None
 
 
 def open_partition(path: str | os.PathLike, topic: str | None = None, partition: int | None = None) -> PartitionView:
@@ -519,15 +502,12 @@ def open_partition(path: str | os.PathLike, topic: str | None = None, partition:
                      + ", ".join(s.name for s in orphans))
     if not segments:
         raise LogDirError(f"{info.path}: the partition has no segment (.log) files")
-    ckpt, note = _parent_log_start(info.path, info.topic_partition)
-    if note:
-        notes.append(note)
-    first_base = segments[0].base_offset
-    if ckpt is not None and ckpt > first_base:
-        start, source = ckpt, "log-start-offset-checkpoint"
-    else:
-        start, source = first_base, "base offset of the first segment"
-    return PartitionView(info, segments, log_start_offset=start, log_start_source=source, notes=notes)
+    checkpoints = read_checkpoints(os.path.dirname(os.path.abspath(info.path)))
+    if LOG_START_OFFSET_CHECKPOINT in checkpoints.problems:
+        notes.append(checkpoints.problems[LOG_START_OFFSET_CHECKPOINT])
+    facts = partition_facts(info, checkpoints)
+    return PartitionView(info, segments, log_start_offset=facts.log_start_offset,
+                         log_start_source=facts.log_start_source, notes=notes, leader_epochs=facts.leader_epochs)
 
 
 def _as_view(target, topic, partition) -> PartitionView:

@@ -17,8 +17,10 @@ later ones winning (the order in which Kafka itself resolves a topic config):
 5. overrides given on the command line.
 
 The metadata log is replayed from the newest KRaft snapshot (``<offset>-<epoch>.checkpoint``)
-and the log records at or after its offset. Records that do not decode (a newer Kafka's
-types) are skipped: only topics and configs matter here.
+and the log records at or after its offset (:func:`read_metadata_image`). Records that do
+not decode (a newer Kafka's types) are skipped: only topics, partitions and configs matter
+here. The same replay gives ``topics list``/``describe`` of a KRaft log directory the
+controller's last known topic ids, partition leaders, leader epochs, replicas and ISRs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .config import TOPIC_CONFIG_NAMES, ConfigError, LogConfig
+from .topics import CLUSTER_METADATA_TOPIC
 
 KAFKA_DEFAULT = "kafka default"
 SERVER_PROPERTIES = "server.properties"
@@ -115,27 +118,82 @@ def read_properties(path: str | os.PathLike) -> dict[str, str]:
     return props
 
 
-@dataclass
-class MetadataConfigs:
-    """Topics and configs replayed from a KRaft metadata log."""
+#: ``PartitionChangeRecord.leader`` when the leader did not change (Kafka's ``NO_LEADER_CHANGE``).
+NO_LEADER_CHANGE = -2
 
-    topics: dict[str, str] = field(default_factory=dict)  # name -> topic id
+
+@dataclass
+class PartitionRegistration:
+    """The controller's state of one partition, as Kafka's ``PartitionRegistration`` keeps it:
+    set by a ``PartitionRecord``, then changed by each ``PartitionChangeRecord``."""
+
+    replicas: list[int]
+    isr: list[int]
+    leader: int  # -1 (Kafka's NO_LEADER): offline
+    leader_epoch: int
+    partition_epoch: int
+
+    @classmethod
+    def from_record(cls, f: Mapping) -> "PartitionRegistration":
+        return cls(list(f["replicas"]), list(f["isr"]), f["leader"], f["leaderEpoch"], f["partitionEpoch"])
+
+    def merge(self, f: Mapping) -> None:
+        """Apply a ``PartitionChangeRecord`` (Kafka's ``PartitionRegistration.merge``): null
+        fields keep their value; a leader other than NO_LEADER_CHANGE (-2), even the same
+        one or none (-1), starts a new leader epoch; every change is a new partition epoch."""
+        if f.get("replicas") is not None:
+            self.replicas = list(f["replicas"])
+        if f.get("isr") is not None:
+            self.isr = list(f["isr"])
+        if f.get("leader", NO_LEADER_CHANGE) != NO_LEADER_CHANGE:
+            self.leader = f["leader"]
+            self.leader_epoch += 1
+        self.partition_epoch += 1
+
+
+@dataclass
+class MetadataImage:
+    """What a KRaft metadata log says about topics, partitions and configs (Kafka's
+    ``MetadataImage``, the parts plog uses), replayed from ``__cluster_metadata-0``."""
+
+    topics: dict[str, str] = field(default_factory=dict)  # name -> topic id (Kafka's text form)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "" = cluster default
-    source: str | None = None  # what was read
+    partitions: dict[str, dict[int, PartitionRegistration]] = field(default_factory=dict)  # topic -> p -> state
+    source: str | None = None  # the metadata log folder read (None: the log dir has none)
+    last_offset: int | None = None  # offset of the last record applied
 
 
-def read_metadata_configs(log_dir: str | os.PathLike) -> MetadataConfigs:
-    """Replay ``<log_dir>/__cluster_metadata-0`` (newest snapshot, then the log after it)."""
+_IMAGES: dict[str, tuple] = {}
+
+
+def read_metadata_image(log_dir: str | os.PathLike) -> MetadataImage:
+    """Replay ``<log_dir>/__cluster_metadata-0`` (newest snapshot, then the log after it).
+
+    The replay is kept per log directory and done again only when the folder's files change
+    (``topics describe`` and a consumer ask for it for every partition); the image returned
+    is shared: read it, do not modify it."""
+    part = Path(log_dir) / f"{CLUSTER_METADATA_TOPIC}-0"
+    try:
+        stamp = tuple(sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(part)))
+    except OSError:
+        stamp = None
+    key = os.path.abspath(log_dir)
+    cached = _IMAGES.get(key)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    image = _replay(part) if stamp is not None else MetadataImage()
+    _IMAGES[key] = (stamp, image)
+    return image
+
+
+def _replay(part: Path) -> MetadataImage:
     from plog.formats.cluster_metadata import decode_metadata_value
     from plog.formats.errors import FormatError
 
     from .file_records import FileBatches
 
-    found = MetadataConfigs()
-    part = Path(log_dir) / "__cluster_metadata-0"
-    if not part.is_dir():
-        return found
+    found = MetadataImage()
     names = sorted(os.listdir(part))
     snapshots = [n for n in names if n.endswith(".checkpoint") and n[:20].isdigit()]
     start = 0
@@ -148,6 +206,8 @@ def read_metadata_configs(log_dir: str | os.PathLike) -> MetadataConfigs:
     ids: dict[str, str] = {}
     for path in files:
         is_snapshot = path.name.endswith(".checkpoint")
+        if is_snapshot and start:
+            found.last_offset = start - 1  # a snapshot holds the state up to its end offset
         try:
             for batch in FileBatches(path):
                 if getattr(batch, "is_control", False):
@@ -162,6 +222,8 @@ def read_metadata_configs(log_dir: str | os.PathLike) -> MetadataConfigs:
                     except FormatError:
                         continue
                     _apply(found, ids, m)
+                    if not is_snapshot:
+                        found.last_offset = record.offset
         except (FormatError, OSError):
             # A torn metadata log tail: what was read so far is the best available answer.
             continue
@@ -169,16 +231,28 @@ def read_metadata_configs(log_dir: str | os.PathLike) -> MetadataConfigs:
     return found
 
 
-def _apply(found: MetadataConfigs, ids: dict[str, str], m) -> None:
+def _apply(found: MetadataImage, ids: dict[str, str], m) -> None:
+    from plog.formats.checkpoints import uuid_to_base64url
+
     f = m.fields
     if m.type == "TOPIC_RECORD":
-        found.topics[f["name"]] = str(f["topicId"])
+        found.topics[f["name"]] = uuid_to_base64url(f["topicId"])
         ids[str(f["topicId"])] = f["name"]
     elif m.type == "REMOVE_TOPIC_RECORD":
         name = ids.pop(str(f["topicId"]), None)
         if name is not None:
             found.topics.pop(name, None)
             found.topic_configs.pop(name, None)
+            found.partitions.pop(name, None)
+    elif m.type == "PARTITION_RECORD":
+        name = ids.get(str(f["topicId"]))
+        if name is not None:
+            found.partitions.setdefault(name, {})[f["partitionId"]] = PartitionRegistration.from_record(f)
+    elif m.type == "PARTITION_CHANGE_RECORD":
+        name = ids.get(str(f["topicId"]))
+        registration = found.partitions.get(name, {}).get(f["partitionId"]) if name is not None else None
+        if registration is not None:
+            registration.merge(f)
     elif m.type == "CONFIG_RECORD":
         if f["resourceType"] == RESOURCE_TOPIC:
             target = found.topic_configs.setdefault(f["resourceName"], {})
@@ -229,7 +303,7 @@ class ConfigResolver:
             node = raw.get("node.id") or raw.get("broker.id")
             node_id = int(node) if node and node.strip().lstrip("-").isdigit() else None
         self.node_id = node_id if node_id is not None else _node_id_of(self.log_dir)
-        self.metadata = read_metadata_configs(self.log_dir)
+        self.metadata = read_metadata_image(self.log_dir)
         self.plog_topics = _plog_topics(self.log_dir)
 
     def resolve(self, topic: str) -> EffectiveConfig:

@@ -181,6 +181,53 @@ def _keyed_values(prefix, n):
     return [f"{prefix}{i}" for i in range(n)]
 
 
+def test_stop_and_start_count_what_happened_to_a_topic_with_many_partitions(cluster):
+    """issue 21, item 10: a broker with a replica of each of the 50 __consumer_offsets
+    partitions: stop and start print one line of counts for that topic (they printed a line
+    per partition: 54 and ~110 lines), the events of a small topic as before, every event
+    with --verbose; --format json has every event either way."""
+    c = cluster
+    c.ok("topics", "create", "t", "--partitions", "3", "--replication-factor", "3")
+    assert c.produce("t", range(30))[0] == 0
+    c.ok("consume", "t", "-g", "readers", "-e", "-q")  # creates __consumer_offsets: 50 partitions, RF 3
+    offsets_leaders = sum(r["leader"] == 2 for r in c.describe("__consumer_offsets").values())
+    t_leaders = sum(r["leader"] == 2 for r in c.describe("t").values())
+    assert 0 < offsets_leaders < 50
+
+    code, out, err = c.run("brokers", "stop", "2")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "broker 2: stopped (controlled shutdown)"
+    assert lines[1] == (f"__consumer_offsets: 50 partitions: {offsets_leaders} leader elections, "
+                        f"{50 - offsets_leaders} ISR changes (--verbose lists them)")
+    assert len(lines) == 5 and all(line.startswith("t-") for line in lines[2:])
+    assert sum(": leader 2 -> " in line for line in lines[2:]) == t_leaders
+    elections = offsets_leaders + t_leaders
+    assert err == (f"broker 2 stopped: {elections} leader election(s), {53 - elections} ISR change(s); "
+                   "no partition is offline\n")
+
+    code, out, err = c.run("brokers", "start", "2")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[:2] == ["broker 2: started",
+                         "__consumer_offsets: 50 partitions: 50 replicas caught up (0 bytes fetched), 50 ISR changes "
+                         "(--verbose lists them)"]
+    assert len(lines) == 8 and all(line.startswith("t-") for line in lines[2:])  # 3 catch-ups, 3 ISR changes
+
+    # --verbose: a line per event and replica, as --format json has them.
+    c.ok("brokers", "stop", "2")
+    code, out, _ = c.run("brokers", "start", "2", "--verbose")
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 1 + 53 + 53
+    assert sum(line.startswith("__consumer_offsets-") and " on broker 2: " in line for line in lines) == 50
+    c.ok("brokers", "stop", "2")
+    doc = c.json("brokers", "start", "2")
+    assert len(doc["catch_ups"]) == 53 and len(doc["isr_events"]) == 53
+    verbose_stop = c.ok("brokers", "stop", "2", "-v").splitlines()
+    assert len(verbose_stop) == 1 + 53 and verbose_stop[0] == "broker 2: stopped (controlled shutdown)"
+
+
 def test_every_isr_member_stopped_takes_the_partition_offline(cluster):
     c = cluster
     c.ok("topics", "create", "t", "--replication-factor", "3")
@@ -390,7 +437,11 @@ def test_a_kafka_log_directory_reads_without_writing(cluster):
     code, out, err = plog(c.capsys, "topics", "describe", "-f", "json", "-d", str(kafka_dir))
     assert code == 0, err
     (row,) = json.loads(out)
-    assert (row["leader"], row["log_end_offset"], row["status"]) == (2, 4, "")
+    # No controller record on disk (no metadata log): the leader and ISR are unknown, the
+    # epoch is the replica's own; no process holds the directory's lock: its broker stopped.
+    assert (row["leader"], row["isr"], row["log_end_offset"], row["status"], row["source"]) == \
+        (None, None, 4, "", "partition folders")
+    assert [(r["broker"], r["state"], r["in_sync"]) for r in row["replicas_state"]] == [(2, "stopped", None)]
     code, out, err = plog(c.capsys, "brokers", "list", "-f", "json", "-d", str(kafka_dir))
     assert code == 0 and [(b["id"], b["state"]) for b in json.loads(out)] == [(2, "running")]
     code, out, err = plog(c.capsys, "brokers", "stop", "2", "-d", str(kafka_dir))

@@ -227,3 +227,110 @@ def test_quick_mode_survives_a_damaged_last_index_entry(tmp_path):
     assert full.log_end_offset == quick.log_end_offset == 40
     assert quick.max_timestamp == full.max_timestamp == ts + 39
     assert quick.problems == []
+
+
+# -- partition facts: the one reading of a partition's state files -------------------------
+
+
+def _checkpoint_text(path) -> dict:
+    """An offset or leader-epoch checkpoint parsed here, as text: version, count, entries."""
+    lines = path.read_text().splitlines()
+    return {tuple(line.split(" ")[:-1]): int(line.split(" ")[-1]) for line in lines[2:2 + int(lines[1])]}
+
+
+def _corpus_partition_folders() -> list:
+    if not CORPUS.is_dir():
+        return []
+    found = []
+    for root, dirs, files in os.walk(CORPUS):
+        if "meta.properties" in files:
+            found += [os.path.join(root, d) for d in sorted(dirs) if not d.startswith("__cluster_metadata")]
+    return found
+
+
+@pytest.mark.parametrize("folder", _corpus_partition_folders(), ids=lambda p: os.path.relpath(p, CORPUS))
+def test_partition_facts_are_what_the_files_hold(corpus, folder):
+    from plog.engine.discovery import partition_facts
+
+    from pathlib import Path
+
+    folder = Path(folder)
+    log_dir = folder.parent
+    topic, partition = folder.name.rsplit("-", 1)
+    key = (topic, partition)
+    facts = partition_facts(str(folder))
+    meta = folder / "partition.metadata"
+    assert facts.topic_id == (dict(line.split(": ") for line in meta.read_text().splitlines())["topic_id"]
+                              if meta.is_file() else None)
+    epochs = [(int(e), s) for (e,), s in _checkpoint_text(folder / "leader-epoch-checkpoint").items()] \
+        if (folder / "leader-epoch-checkpoint").is_file() else []
+    assert [tuple(e) for e in facts.leader_epochs] == epochs
+    assert facts.leader_epoch == (epochs[-1][0] if epochs else None)
+    bases = sorted(int(n[:20]) for n in os.listdir(folder) if n.endswith(".log"))
+    starts = _checkpoint_text(log_dir / "log-start-offset-checkpoint")
+    hws = _checkpoint_text(log_dir / "replication-offset-checkpoint")
+    recovery = _checkpoint_text(log_dir / "recovery-point-offset-checkpoint")
+    assert facts.first_segment_offset == (bases[0] if bases else None)
+    assert facts.log_start_checkpoint == starts.get(key)
+    assert facts.log_start_offset == (max(bases[0], starts.get(key, bases[0])) if bases else None)
+    assert (facts.high_watermark, facts.recovery_point) == (hws.get(key), recovery.get(key))
+    assert facts.problems == ()
+
+
+def test_the_facts_of_the_issue(corpus):
+    """Leader epoch 14, log start 81908 (retention deleted the segments below, the checkpoint has
+    no entry), and Kafka's text form of the topic id; a Streams repartition topic whose
+    DeleteRecords moved the log start above its one segment's base offset."""
+    from plog.engine.discovery import LOG_START_FROM_CHECKPOINT, LOG_START_FROM_SEGMENT, partition_facts
+
+    f = partition_facts(str(CORPUS / "ArthurArutunyan04__Backend_labs/kafka-data/oms_order_created-1"))
+    assert (f.topic_id, f.leader_epoch, f.leader_epoch_start_offset, f.log_start_offset, f.log_start_source,
+            f.high_watermark, f.recovery_point) == \
+        ("0CM0rYlfQiqSTCH-x54Zhw", 14, 94005, 81908, LOG_START_FROM_SEGMENT, 94646, 94646)
+    f = partition_facts(str(CORPUS / "rjmfernandes__flink-on-prem/data/_confluent-controlcenter-7-6-0-1-"
+                                     "aggregatedTopicPartitionTableWindows-ONE_MINUTE-repartition-0"))
+    assert (f.first_segment_offset, f.log_start_checkpoint, f.log_start_offset, f.log_start_source) == \
+        (0, 1734, 1734, LOG_START_FROM_CHECKPOINT)
+
+
+def test_log_start_is_the_larger_of_checkpoint_and_first_segment(tmp_path):
+    """Kafka's LogLoader: max(log-start-offset-checkpoint entry, first segment base offset)."""
+    from plog.engine.discovery import partition_facts, read_checkpoints
+
+    logs = tmp_path / "logs"
+    for name, bases in (("a-0", (100, 200)), ("b-0", (100,)), ("c-0", (100,)), ("d-0", ())):
+        (logs / name).mkdir(parents=True)
+        for base in bases:
+            (logs / name / f"{base:020d}.log").write_bytes(b"")
+    (logs / "c-0" / "00000000000000000050.index").write_bytes(b"")  # an orphan index: not a segment
+    (logs / "log-start-offset-checkpoint").write_text("0\n3\na 0 150\nb 0 40\nd 0 7\n")
+    ck = read_checkpoints(logs)
+    got = {name: (f.log_start_offset, f.log_start_source)
+           for name in ("a-0", "b-0", "c-0", "d-0") for f in [partition_facts(str(logs / name), ck)]}
+    assert got == {"a-0": (150, "log-start-offset-checkpoint"), "b-0": (100, "base offset of the first segment"),
+                   "c-0": (100, "base offset of the first segment"), "d-0": (None, None)}
+
+
+def test_unreadable_state_files_read_as_nothing_with_the_reason(tmp_path):
+    """As a broker at start-up: a checkpoint it cannot parse is empty (and said so), a bad
+    partition.metadata or leader-epoch-checkpoint leaves its fact unknown; nothing raises."""
+    from plog.engine.discovery import partition_facts, read_checkpoints
+
+    logs = tmp_path / "logs"
+    (logs / "t-0").mkdir(parents=True)
+    (logs / "t-0" / "00000000000000000005.log").write_bytes(b"")
+    (logs / "t-0" / "partition.metadata").write_text("version: 0\ntopic_id: nope\n")
+    (logs / "t-0" / "leader-epoch-checkpoint").write_text("0\n1\nx y\n")
+    (logs / "log-start-offset-checkpoint").write_text("0\n1\nt 0 junk\n")
+    (logs / "replication-offset-checkpoint").write_text("0\n1\nt 0 9\n")
+    ck = read_checkpoints(logs)
+    assert ck.log_starts == {} and ck.high_watermarks == {("t", 0): 9}
+    assert list(ck.problems) == ["log-start-offset-checkpoint"]
+    assert ck.problems["log-start-offset-checkpoint"].startswith(f"{logs / 'log-start-offset-checkpoint'}: ")
+    assert ck.problems["log-start-offset-checkpoint"].endswith("(Kafka treats it as empty)")
+    f = partition_facts(str(logs / "t-0"), ck)
+    assert (f.topic_id, f.leader_epochs, f.log_start_offset, f.high_watermark) == (None, (), 5, 9)
+    assert [p.split(":")[0] for p in f.problems] == ["partition.metadata", "leader-epoch-checkpoint"]
+    (d,) = inventory(logs)
+    assert d.problems == [ck.problems["log-start-offset-checkpoint"]]
+    assert d.partitions[0].problems[:2] == list(f.problems)

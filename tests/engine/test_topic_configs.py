@@ -18,7 +18,7 @@ from plog.engine.topic_configs import (
     SERVER_PROPERTIES,
     TOPIC_METADATA,
     ConfigResolver,
-    read_metadata_configs,
+    read_metadata_image,
     read_properties,
     topic_settings_from_broker,
 )
@@ -30,7 +30,7 @@ from plog.formats.record_batch import encode_batch
 def test_kafka_metadata_log_of_the_corpus(corpus):
     """A real broker's __cluster_metadata-0: topic configs set at creation are found."""
     log_dir = corpus / "ArthurArutunyan04__Backend_labs" / "kafka-data"
-    found = read_metadata_configs(log_dir)
+    found = read_metadata_image(log_dir)
     assert found.topic_configs["oms_order_created"] == {"cleanup.policy": "delete", "retention.ms": "86400000"}
     assert found.topic_configs["__consumer_offsets"]["cleanup.policy"] == "compact"
     assert "oms_order_created" in found.topics
@@ -43,7 +43,7 @@ def test_kafka_metadata_log_of_the_corpus(corpus):
 
 def test_zookeeper_era_dir_has_no_metadata(corpus):
     log_dir = corpus / "William0423__kafka" / "kafka-logs"
-    assert read_metadata_configs(log_dir).topic_configs == {}
+    assert read_metadata_image(log_dir).topic_configs == {}
     assert ConfigResolver(log_dir).resolve("anything").config.retention_ms == 7 * 24 * 3600 * 1000
 
 
@@ -112,7 +112,7 @@ def test_removed_topic_loses_its_configs(tmp_path):
         ("CONFIG_RECORD", {"resourceType": 2, "resourceName": "gone", "name": "retention.ms", "value": "5"}),
         ("REMOVE_TOPIC_RECORD", {"topicId": tid}),
     ])
-    found = read_metadata_configs(tmp_path)
+    found = read_metadata_image(tmp_path)
     assert "gone" not in found.topics and "gone" not in found.topic_configs
 
 
@@ -140,7 +140,7 @@ def test_torn_metadata_log_tail_keeps_what_was_read(tmp_path):
                                                 "value": "5"})])
     seg = tmp_path / "__cluster_metadata-0" / "00000000000000000000.log"
     seg.write_bytes(seg.read_bytes() + b"\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x40garbage")
-    assert read_metadata_configs(tmp_path).topic_configs == {"t": {"retention.ms": "5"}}
+    assert read_metadata_image(tmp_path).topic_configs == {"t": {"retention.ms": "5"}}
 
 
 def test_internal_segment_bytes_is_the_segment_size(tmp_path):
@@ -155,3 +155,39 @@ def test_internal_segment_bytes_is_the_segment_size(tmp_path):
     eff = ConfigResolver(tmp_path).resolve("t")
     assert eff.config.segment_bytes == 2048
     assert eff.source_of("segment.bytes") == "topic config (metadata log), internal.segment.bytes"
+
+
+def test_partition_registrations_follow_kafkas_merge(tmp_path):
+    """PartitionRecord, then PartitionChangeRecords as Kafka's PartitionRegistration.merge applies
+    them: an ISR change keeps the leader epoch, any leader field but -2 (none, -1, included)
+    starts a new one; a plain Kafka log directory describes the result."""
+    from plog.engine.cluster import DataDir
+    from plog.engine.topic_configs import read_metadata_image
+
+    tid, gone = uuid.uuid4(), uuid.uuid4()
+    reg = {"replicas": [1, 2], "isr": [1, 2], "removingReplicas": [], "addingReplicas": [], "leader": 1,
+           "leaderEpoch": 4, "partitionEpoch": 7}
+    (tmp_path / "meta.properties").write_text("version=1\nnode.id=2\ncluster.id=abc\n")
+    _metadata_log(tmp_path, [
+        ("TOPIC_RECORD", {"name": "t", "topicId": tid}),
+        ("PARTITION_RECORD", {"partitionId": 0, "topicId": tid, **reg}),
+        ("PARTITION_RECORD", {"partitionId": 1, "topicId": tid, **reg}),
+        ("PARTITION_CHANGE_RECORD", {"partitionId": 0, "topicId": tid, "isr": [1]}),
+        ("PARTITION_CHANGE_RECORD", {"partitionId": 0, "topicId": tid, "leader": -1}),
+        ("PARTITION_CHANGE_RECORD", {"partitionId": 0, "topicId": tid, "leader": 2, "isr": [2]}),
+        ("TOPIC_RECORD", {"name": "gone", "topicId": gone}),
+        ("PARTITION_RECORD", {"partitionId": 0, "topicId": gone, **reg}),
+        ("REMOVE_TOPIC_RECORD", {"topicId": gone}),
+    ])
+    image = read_metadata_image(tmp_path)
+    p0, p1 = image.partitions["t"][0], image.partitions["t"][1]
+    assert (p0.leader, p0.leader_epoch, p0.isr, p0.replicas, p0.partition_epoch) == (2, 6, [2], [1, 2], 10)
+    assert (p1.leader, p1.leader_epoch, p1.isr, p1.partition_epoch) == (1, 4, [1, 2], 7)
+    assert set(image.partitions) == {"t"} and image.last_offset == 8
+    dd = DataDir.open(tmp_path)
+    assert dd.kafka_log_dir and dd.topics() == ["t"]
+    rows = dd.describe_partitions("t")
+    assert [(r.leader, r.leader_epoch, r.replicas, r.isr, r.under_replicated, r.source) for r in rows] == \
+        [(2, 6, [1, 2], [2], True, "metadata log"), (1, 4, [1, 2], [1, 2], False, "metadata log")]
+    # neither partition has a folder on this broker (2): no offsets, and broker 1's replica is elsewhere
+    assert [(r.broker, r.folder) for r in rows[0].replica_states] == [(1, False), (2, False)]
