@@ -83,8 +83,12 @@ _RUN_ENV = ("PLOG_DEBUG", "PLOG_QUIET", "PLOG_VERBOSE", "NO_COLOR")
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, turn errors into exit codes."""
+    from .signals import handle_sigterm, restore
+
     saved = {k: os.environ.get(k) for k in _RUN_ENV}
     started = time.monotonic()
+    # SIGTERM stops the command as Ctrl-C does (cli/signals.py), for every command at once.
+    previous_sigterm = handle_sigterm()
     try:
         _run(argv)
     finally:
@@ -94,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        restore(previous_sigterm)
 
 
 def _run(argv: list[str] | None) -> None:
@@ -109,7 +114,8 @@ def _run(argv: list[str] | None) -> None:
         code = _command()(args=argv, prog_name="plog", standalone_mode=False)
         if code == ExitCode.INTERRUPTED:
             # Typer turns a KeyboardInterrupt raised by a command into Exit(130) and returns
-            # the code; no command raises Exit(130) itself, so this is Ctrl-C.
+            # the code; no command raises Exit(130) itself, so this is Ctrl-C or SIGTERM
+            # (signals.Terminated is a KeyboardInterrupt; _interrupted tells them apart).
             _interrupted()
         if isinstance(code, int) and code != 0:
             sys.exit(code)
@@ -132,6 +138,14 @@ def _run(argv: list[str] | None) -> None:
         print("plog: aborted", file=sys.stderr)
         sys.exit(ExitCode.INTERRUPTED)
     except _click_exception() as e:
+        from .common import foreign_option_hint
+
+        # kcat's and Kafka's tools' options plog has no use for (--bootstrap-server, -b): one hint line.
+        hint = foreign_option_hint(getattr(e, "option_name", None))
+        if hint is not None and type(e).__name__ == "NoSuchOption":
+            hint = _hint_for_command(getattr(e, "ctx", None), hint)
+            print(f"plog: error: {e.option_name}: {hint}", file=sys.stderr)
+            sys.exit(ExitCode.USAGE)
         e.show()
         sys.exit(e.exit_code)
     except (PlogCliError, FormatError, EngineError, ConfigError, SparkSetupError, OSError) as e:
@@ -148,6 +162,20 @@ def _run(argv: list[str] | None) -> None:
         sys.exit(ExitCode.ERROR)
 
 
+def _hint_for_command(ctx, hint: str) -> str:
+    """``hint`` (use --data-dir) for a command that has --data-dir, or none of its own; a
+    command that reads the files it is given (dump, lookup) is told to give them instead."""
+    cmd = getattr(ctx, "command", None)
+    params = getattr(cmd, "params", None) or []
+    if any("--data-dir" in (getattr(p, "opts", None) or ()) for p in params):
+        return hint
+    names = [f"{p.metavar} {p.name}".upper() for p in params if type(p).__name__.endswith("Argument")]
+    if any("PATH" in n or "FILE" in n for n in names):
+        return ("plog works on files, not on a broker: give the files or directories to read as PATH "
+                "(a segment, a partition folder, a Kafka log directory)")
+    return hint
+
+
 def _command():
     """The Click command for :data:`app` as registered so far, with readable metavars.
 
@@ -156,11 +184,20 @@ def _command():
     (``--buffer-size BUFFER_SIZE``, numbers as INT/FLOAT, ``{TOPIC}``). Choices keep
     Click's ``[a|b|c]``.
     """
+    from typer._click.utils import make_default_short_help
     from typer.main import get_command
 
     from .metavars import option_metavar
+    from .registry import SUMMARIES
 
     def fill(cmd) -> None:
+        for name, sub in getattr(cmd, "commands", {}).items():
+            # A group's list of commands: each one's line in full. Click would cut a help's
+            # first sentence at about 45 characters with "..."; the root's commands have a
+            # one-line summary (registry.SUMMARIES), the others their first sentence, wrapped.
+            if sub.short_help is None:
+                sub.short_help = (SUMMARIES.get(name) if cmd is root else None) \
+                    or make_default_short_help(sub.help or "", 10_000)
         for p in cmd.params:
             if p.metavar is not None or getattr(p, "is_flag", False):
                 continue
@@ -175,9 +212,9 @@ def _command():
         for sub in getattr(cmd, "commands", {}).values():
             fill(sub)
 
-    cmd = get_command(app)
-    fill(cmd)
-    return cmd
+    root = get_command(app)
+    fill(root)
+    return root
 
 
 def _verbose_summary(argv: list[str], started: float) -> None:
@@ -205,13 +242,19 @@ def _click_exception():
 
 
 def _interrupted() -> None:
-    """Ctrl-C: one line on stderr, exit 130. Output already written stays (it is complete
-    lines of data); a stdout that cannot take the rest is silenced so the interpreter's
-    final flush cannot add a second message."""
+    """Ctrl-C: one line on stderr, exit 130; SIGTERM (the same clean stop, cli/signals.py):
+    ``plog: terminated``, exit 143. Output already written stays (it is complete lines of
+    data); a stdout that cannot take the rest is silenced so the interpreter's final flush
+    cannot add a second message."""
+    from .signals import terminated
+
     try:
         sys.stdout.flush()
     except (OSError, ValueError):
         _silence_stdout()
+    if terminated():
+        print("plog: terminated", file=sys.stderr)
+        sys.exit(ExitCode.TERMINATED)
     print("plog: interrupted", file=sys.stderr)
     sys.exit(ExitCode.INTERRUPTED)
 
@@ -224,7 +267,12 @@ def one_line(e: BaseException) -> str:
         # No file name: an I/O error on a standard stream (`plog dump ... > /dev/full`) or a
         # socket/pipe. Name stdout when it is the one that fails.
         return f"cannot write to standard output: {e.strerror}" if _stdout_failed(e) else e.strerror
-    return " ".join(str(e).split())
+    text = " ".join(str(e).split())
+    path = getattr(e, "path", None)  # a FormatError: the file its bytes came from, when known
+    if isinstance(path, str) and path not in text:
+        # "Found record size -1 smaller than ... (at byte 0)" alone does not say in which file.
+        text = f"{path}: {text}"
+    return text
 
 
 def _stdout_failed(e: OSError) -> bool:

@@ -35,11 +35,14 @@ def _read_input(path: str, option: str) -> str:
         return sys.stdin.read()
     from .errors import PlogCliError
 
-    p = Path(path)
-    if not p.is_file():
-        raise PlogCliError(f"{option} {path}: {'is a directory' if p.is_dir() else 'no such file'}")
+    # Read whatever the name opens: a file, or a pipe such as the shell's <(jq ...) and
+    # /dev/stdin (not a "regular file", yet exactly what the user meant).
     try:
-        return p.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlogCliError(f"{option} {path}: no such file") from None
+    except IsADirectoryError:
+        raise PlogCliError(f"{option} {path}: is a directory") from None
     except UnicodeDecodeError as e:
         raise PlogCliError(f"{option} {path}: not a JSON file (not UTF-8 text at byte {e.start})") from None
 

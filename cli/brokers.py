@@ -23,6 +23,20 @@ app.add_typer(brokers_app, name="brokers")
 
 EXIT = "Exit status: 0 success, 1 error (unknown broker, locked or unreadable data directory), 2 usage error."
 
+#: A topic with more partitions changed than this gets one line of counts in the text
+#: output instead of a line per event (--verbose: a line per event always). A broker holds
+#: a replica of each of the 50 __consumer_offsets partitions: 50 lines of them say less
+#: than one line counting them.
+DETAIL_PARTITIONS = 4
+SUMMARY_HELP = (f"Text output, per topic: a line per event for topics with up to {DETAIL_PARTITIONS} partitions "
+                "changed, one line of counts for a topic with more (e.g. __consumer_offsets); --verbose lists "
+                "every event.")
+
+
+def verbose_option():
+    # A command's own --verbose (as produce's): the root's `plog --verbose` reports the run's cost.
+    return typer.Option(False, "--verbose", "-v", help="A line per event and per replica, for every topic.")
+
 
 def _tp(tp) -> str:
     return f"{tp.topic}-{tp.partition}"
@@ -64,13 +78,14 @@ def list_brokers(
            "With --crash its process dies instead: no clean-shutdown marker (the next start recovers its "
            "logs), and it stays leader and in its ISRs, unfenced, until broker.session.timeout.ms "
            "(plog init --broker-config) has passed; the first writer after that fences it and elects.\n\n"
-           "stdout: one line per controller event (--format json: one object with the events and the "
-           "offline partitions); a summary goes to stderr. Stopping a broker that is not running "
-           "changes nothing.\n\n" + EXIT,
+           "stdout: the controller's events (--format json: one object with every event and the "
+           "offline partitions); a summary goes to stderr. " + SUMMARY_HELP + " Stopping a broker that is "
+           "not running changes nothing.\n\n" + EXIT,
 )
 def stop(
     broker_id: int = typer.Argument(..., metavar="ID", help="Broker id."),
     crash: bool = typer.Option(False, "--crash", help="Kill the broker instead of a controlled shutdown."),
+    verbose: bool = verbose_option(),
     fmt: ReportFormat = report_format_option(),
     data_dir: str = data_dir_option(),
 ) -> None:
@@ -89,9 +104,7 @@ def stop(
         emit_document(fmt=fmt, doc={"broker": change.broker, "action": change.action, "events": [e.to_json() for e in change.events],
                    "offline": offline})
         return
-    for e in change.events:
-        print(e.describe())
-    sys.stdout.flush()
+    _print_change(change, verbose)
     if change.events:
         moved = sum(1 for e in change.events if e.kind == "leader")
         shrunk = sum(1 for e in change.events if e.kind == "isr")
@@ -112,11 +125,12 @@ def stop(
            "rejoins the ISR.\n\n"
            "stdout: the controller events, then per replica what the catch-up did (\"t-0 on broker 2: "
            "truncated 12 -> 10 (...); fetched 4096 bytes, offsets 10..41\"), then the ISR changes; "
-           "the total of bytes fetched goes to stderr. --format json: one object. Starting a running "
-           "broker changes nothing.\n\n" + EXIT,
+           "the total of bytes fetched goes to stderr. " + SUMMARY_HELP + " --format json: one object "
+           "with all of them. Starting a running broker changes nothing.\n\n" + EXIT,
 )
 def start(
     broker_id: int = typer.Argument(..., metavar="ID", help="Broker id."),
+    verbose: bool = verbose_option(),
     fmt: ReportFormat = report_format_option(),
     data_dir: str = data_dir_option(),
 ) -> None:
@@ -139,18 +153,57 @@ def start(
                    "isr_events": [e.to_json() for e in report.events],
                    "bytes": report.bytes, "offline": offline})
         return
-    for e in change.events:
-        print(e.describe())
-    for c in report.catch_ups:
-        print(_catch_up_line(c))
-    for e in report.events:
-        print(e.describe())
-    sys.stdout.flush()
+    _print_change(change, verbose)
     if not broker.running:
         truncated = len(report.truncations)
         status(f"broker {broker_id} started: {len(report.catch_ups)} replica(s) caught up, {truncated} truncated, "
                f"{report.bytes} bytes fetched"
                + (f"; offline partitions: {', '.join(offline)}" if offline else ""))
+
+
+def _print_change(change, verbose: bool) -> None:
+    """The text output of stop/start: the controller events, the catch-ups, the ISR changes,
+    in that order, each a line; a topic with more than DETAIL_PARTITIONS partitions changed
+    is one line of counts instead, where its first line would be (unless ``verbose``)."""
+    from plog.engine.brokers import topic_changes
+
+    counted = {} if verbose else {t.topic: t for t in topic_changes(change) if len(t.partitions) > DETAIL_PARTITIONS}
+    said: set[str] = set()
+
+    def line(tp, text: str) -> None:
+        if tp is None or tp.topic not in counted:
+            print(text)
+        elif tp.topic not in said:
+            said.add(tp.topic)
+            print(_topic_line(counted[tp.topic]))
+
+    for e in change.events:
+        line(e.tp, e.describe())
+    for c in change.replication.catch_ups:
+        line(c.tp, _catch_up_line(c))
+    for e in change.replication.events:
+        line(e.tp, e.describe())
+    sys.stdout.flush()
+
+
+def _topic_line(t) -> str:
+    """``__consumer_offsets: 50 partitions: 18 leader elections, 32 ISR changes (--verbose lists them)``."""
+    parts = []
+    if t.elections:
+        parts.append(_count(t.elections, "leader election")
+                     + (f" ({t.unclean_elections} unclean)" if t.unclean_elections else ""))
+    if t.caught_up:
+        parts.append(f"{_count(t.caught_up, 'replica')} caught up ({t.bytes} bytes fetched"
+                     + (f", {t.truncated} truncated first)" if t.truncated else ")"))
+    if t.isr_changes:
+        parts.append(_count(t.isr_changes, "ISR change"))
+    if t.offline:
+        parts.append(f"{len(t.offline)} offline: " + ", ".join(f"{t.topic}-{p}" for p in t.offline))
+    return f"{t.topic}: {len(t.partitions)} partitions: {', '.join(parts)} (--verbose lists them)"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
 
 
 def _catch_up_line(c) -> str:

@@ -12,8 +12,12 @@ from __future__ import annotations
 import importlib
 import sys
 
+from .signals import handle_sigterm, terminated
+
 
 def main() -> None:
+    # First of all: from here on SIGTERM stops plog as Ctrl-C does (cli/signals.py).
+    handle_sigterm()
     try:
         args = sys.argv[1:]
         if args[:2] == ["completions", "values"]:
@@ -30,7 +34,11 @@ def main() -> None:
 
         cli_main()
     except KeyboardInterrupt:
-        # Ctrl-C while the command is still being loaded (later ones are handled, with the
-        # same words, by the error boundary in cli/app.py).
+        # Ctrl-C or SIGTERM while the command is still being loaded (later ones are handled,
+        # with the same words and codes, by the error boundary in cli/app.py; exit_codes.py
+        # is not imported here, for start-up time).
+        if terminated():
+            print("plog: terminated", file=sys.stderr)
+            sys.exit(143)
         print("plog: interrupted", file=sys.stderr)
         sys.exit(130)

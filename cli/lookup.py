@@ -15,9 +15,9 @@ from .app import app
 @app.command(
     epilog=(
         "Example: plog lookup /var/lib/kafka/orders-0 --offset 123456 --explain\n\n"
-        "Offsets: N, +N (after the log start), -N (before the log end), earliest. Timestamps: ms, "
-        "@<ms>, @<ISO-8601> (UTC unless a zone is given), @-<duration> (@-15m), earliest (-2), "
-        "latest (-1), max (-3).\n\n"
+        "Offsets: N, +N (after the log start), -N (before the log end), earliest. Timestamps: <ms> or @<ms>, "
+        "<ISO-8601> or @<ISO-8601> (UTC unless a zone is given: 2024-06-15T10:20:27Z), @-<duration> (@-15m), "
+        "earliest (-2), latest (-1), max (-3): plog's one time language (as consume --offset @...).\n\n"
         "Exit status: 0 success (also when no record has the timestamp: the answer is then 'no offset'), "
         "1 error (unreadable path, an offset outside [log start, log end): 'offset N is out of range'), "
         "2 usage error."
@@ -26,7 +26,9 @@ from .app import app
 def lookup(
     path: str = typer.Argument(..., metavar="PATH", help="Partition folder, segment file, or log/data directory with --topic and --partition."),
     offset: Optional[str] = typer.Option(None, "--offset", "-o", help="Find the batch holding this offset."),
-    timestamp: Optional[str] = typer.Option(None, "--timestamp", "-t", help="Find the first offset with a timestamp >= this (ListOffsets)."),
+    timestamp: Optional[str] = typer.Option(None, "--timestamp", "-t",
+                                            help="Find the first offset with a timestamp >= this (ListOffsets): "
+                                                 "ms or ISO-8601, with or without @; @-15m; earliest, latest, max."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Topic, when PATH is a log or data directory."),
     partition: Optional[int] = typer.Option(None, "--partition", "-p", help="Partition, when PATH is a log or data directory."),
     explain: bool = typer.Option(False, "--explain", help="Print each step: segment choice, index entries probed, batches read."),
@@ -41,13 +43,7 @@ def lookup(
     from plog.engine.errors import EngineError
 
     if timestamp is not None:
-        try:
-            ts = lk.parse_timestamp(timestamp)
-        except ValueError as e:
-            raise typer.BadParameter(str(e), param_hint="'--timestamp'") from None
-        if ts < 0 and ts not in lk.SPECIAL_TIMESTAMPS:
-            raise typer.BadParameter(f"{ts} is not a timestamp (negative values: -1 latest, -2 earliest, -3 max)",
-                                     param_hint="'--timestamp'")
+        ts = _timestamp(timestamp)
     else:
         if not _valid_offset_spec(offset):
             raise typer.BadParameter(f"invalid offset {offset!r}: expected N, +N, -N or earliest", param_hint="'--offset'")
@@ -62,6 +58,32 @@ def lookup(
     else:
         out.write("\n".join(render_text(result, explain)) + "\n")
     out.flush()
+
+
+def _timestamp(text: str) -> int:
+    """``--timestamp``: ListOffsets' special timestamps (earliest -2, latest -1, max -3, by
+    name or number), else a time of the one offset/time language, with or without its ``@``
+    (engine.offset_spec.parse_time: ``1718446827442``, ``2024-06-15T10:20:27Z``, ``@-15m``)."""
+    import re
+
+    from plog.engine import lookup as lk
+    from plog.engine.errors import InvalidOffsetSpecError
+    from plog.engine.offset_spec import TIME_FORMS, parse_time
+
+    text = text.strip()
+    named = {"earliest": lk.EARLIEST_TIMESTAMP, "latest": lk.LATEST_TIMESTAMP, "max": lk.MAX_TIMESTAMP,
+             "max-timestamp": lk.MAX_TIMESTAMP}
+    if text.lower() in named:
+        return named[text.lower()]
+    if re.fullmatch(r"-[0-9]+", text):
+        if int(text) not in lk.SPECIAL_TIMESTAMPS:
+            raise typer.BadParameter(f"{text} is not a timestamp (negative values: -1 latest, -2 earliest, "
+                                     f"-3 max); expected {TIME_FORMS}", param_hint="'--timestamp'")
+        return int(text)
+    try:
+        return parse_time(text)
+    except InvalidOffsetSpecError as e:
+        raise typer.BadParameter(str(e), param_hint="'--timestamp'") from None
 
 
 def _valid_offset_spec(spec: str) -> bool:

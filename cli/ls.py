@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from .common import quiet_option
+from .common import DEFAULT_DATA_DIR, quiet_option
 from .output import ListFormat, emit, emit_document, list_format_option, use_color
 
 from .errors import PlogCliError
@@ -19,13 +19,19 @@ from .app import app
     epilog=(
         "Example: plog ls /var/lib/kafka --segments\n\n"
         "PATH may be a data directory (several log dirs), a log directory, a partition folder or a "
-        "segment file. Only batch headers are read; --quick reads only each segment's first batch and the "
-        "last segment's tail (no batch/record counts, sampled codecs). Nothing is locked or modified.\n\n"
+        "segment file; without PATH, the data directory ($PLOG_DATA_DIR or ./plog-data) is listed. Only batch "
+        "headers are read; --quick reads only each segment's first batch and the last segment's tail (no "
+        "batch/record counts, sampled codecs). Nothing is locked or modified.\n\n"
         "Exit status: 0 success, 1 error (unreadable path, not a Kafka directory), 2 usage error."
     ),
 )
 def ls(
-    path: str = typer.Argument(..., metavar="PATH", help="Data directory, log directory, partition folder or segment file."),
+    path: Optional[str] = typer.Argument(None, metavar="PATH",
+                                         help="Data directory, log directory, partition folder or segment file "
+                                              "(default: the data directory)."),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", "-d", envvar="PLOG_DATA_DIR", show_default=False,
+                                           help=f"The data directory to list when no PATH is given "
+                                                f"(default ./{DEFAULT_DATA_DIR})."),
     fmt: ListFormat = list_format_option(),
     segments: bool = typer.Option(False, "--segments", "-s", help="Also list every segment."),
     quick: bool = typer.Option(False, "--quick", help="Skip the header walk of all but the last segment."),
@@ -38,8 +44,11 @@ def ls(
     from plog.engine.errors import EngineError
     from plog.engine.inventory import inventory
 
+    from .maintain import resolve_path
     from .progress import progress_enabled
 
+    # As recover and verify: no PATH is the data directory (--data-dir, $PLOG_DATA_DIR, ./plog-data).
+    path = path or data_dir or resolve_path(None)
     status = _Progress(enabled=progress_enabled(quiet))
     try:
         with status:

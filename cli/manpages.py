@@ -50,6 +50,9 @@ EXIT_MEANINGS = {
                               "plog dump --verify-index-only, plog recover --dry-run with work to do, "
                               "plog assign verify, expectations of plog simulate)."),
     ExitCode.INTERRUPTED: "Interrupted (Ctrl-C): no traceback, and no partial output file is left behind.",
+    ExitCode.TERMINATED: ("Terminated (SIGTERM, from kill, systemd or a container runtime): the same clean stop "
+                          "as Ctrl-C (logs closed, clean-shutdown marker written, no partial output file); "
+                          "128 + 15, as shells report it."),
 }
 
 
@@ -76,6 +79,8 @@ ENVIRONMENT = (
     EnvVar("NO_COLOR", "When present (any value, as plog --no-color sets it), output is never coloured. Colour is "
            "used only when standard output is a terminal.", "all"),
     EnvVar("TERM", "When dumb, no colour and no progress bars.", "all"),
+    EnvVar("COLUMNS", "The terminal width plog scan fits its table to (default: the terminal's own; output that "
+           "is not a terminal gets every column).", "scan"),
     EnvVar("SHELL", "plog completions install without a SHELL argument installs for this shell (its base name: "
            "bash, zsh or fish).", "completions"),
     EnvVar("XDG_DATA_HOME", "Where plog completions install puts the bash script (default: ~/.local/share).",

@@ -97,9 +97,13 @@ def _text_cell(value: Any) -> str:
 
 
 def emit(rows: Sequence[dict], fmt: ListFormat, columns: Sequence[str], *, out=None,
-         titles: dict[str, str] | None = None, right: Sequence[str] = ()) -> None:
-    """Print ``rows`` (dicts with at least ``columns``) in ``fmt``."""
+         titles: dict[str, str] | None = None, right: Sequence[str] = (),
+         optional: Sequence[str] = ()) -> list[str]:
+    """Print ``rows`` (dicts with at least ``columns``) in ``fmt``. ``optional``: columns a
+    table may leave out, the least needed first, to fit :func:`table_width` (the other
+    formats keep every column). Returns the columns left out."""
     out = out or sys.stdout
+    left_out: list[str] = []
     if fmt is ListFormat.json:
         out.write(json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n")
     elif fmt is ListFormat.jsonl:
@@ -114,8 +118,63 @@ def emit(rows: Sequence[dict], fmt: ListFormat, columns: Sequence[str], *, out=N
         for row in rows:
             w.writerow(["" if row.get(c) is None else _cell(row.get(c)) for c in columns])
     else:
+        if optional:
+            shown = fit_columns(rows, columns, optional, table_width(out), titles=titles)
+            left_out = [c for c in columns if c not in shown]
+            columns = shown
         render_table(rows, columns, out=out, titles=titles, right=right)
     out.flush()
+    return left_out
+
+
+#: Gap between two table columns (Rich's default padding, as render_table draws it).
+_GAP = 2
+
+
+def table_width(out) -> int | None:
+    """The width a table on ``out`` must fit when ``out`` is a terminal: ``$COLUMNS`` when
+    set (as ``shutil.get_terminal_size`` reads it), else the terminal's. None when ``out`` is
+    not a terminal: a pipe or a file has no width, and what reads it gets every column."""
+    try:
+        if not out.isatty():
+            return None
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) > 0:
+            return int(columns)
+        return os.get_terminal_size(out.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def fit_columns(rows: Sequence[dict], columns: Sequence[str], optional: Sequence[str], width: int | None, *,
+                titles: dict[str, str] | None = None) -> list[str]:
+    """``columns`` without the ``optional`` ones (the least needed first) that the table must
+    leave out to be at most ``width`` cells wide (None: no limit): they go in that order
+    until the rest fits, then each that fits again comes back, the most needed first (a
+    wide column that had to go leaves room for narrower ones). Columns not in ``optional``
+    always stay, even when the table is still wider. The order of ``columns`` is kept."""
+    from rich.cells import cell_len
+
+    if width is None:
+        return list(columns)
+    need = {c: max([cell_len((titles or {}).get(c, c.upper()))]
+                   + [cell_len(_cell(r.get(c)).translate(_CONTROL)) for r in rows]) for c in columns}
+
+    def fits(cols) -> bool:
+        return sum(need[c] for c in cols) + _GAP * (len(cols) - 1) <= width
+
+    shown = set(columns)
+    dropped = []
+    for c in optional:
+        if fits(shown):
+            break
+        if c in shown:
+            shown.discard(c)
+            dropped.append(c)
+    for c in reversed(dropped):
+        if fits(shown | {c}):
+            shown.add(c)
+    return [c for c in columns if c in shown]
 
 
 def render_table(rows, columns, *, out=None, titles=None, right=()) -> None:

@@ -30,6 +30,32 @@ COMMAND_MODULES: dict[str, str] = {
     "completions": "completions",
 }
 
+#: What ``plog --help`` says of each command: one line each (at most SUMMARY_WIDTH characters,
+#: the room Click's 80-column help leaves beside the longest name), where the first sentence
+#: of a command's own help (its --help, its man page) says more. Click would cut those at
+#: about 45 characters with "...".
+SUMMARIES: dict[str, str] = {
+    "init": "Create a data directory: a small Kafka cluster on this disk.",
+    "topics": "Create, list, describe, alter and delete topics.",
+    "produce": "Produce records from stdin or a file (lines or jsonl).",
+    "consume": "Consume records from offsets, times or a group's position.",
+    "groups": "List, describe, reset and delete consumer groups.",
+    "ls": "List the topics, partitions and segments of log directories.",
+    "dump": "Print log, index and checkpoint files as kafka-dump-log.sh.",
+    "lookup": "Find the segment, index entry and batch of an offset or time.",
+    "verify": "Check Kafka log files without modifying them.",
+    "recover": "Recover log directories after a crash, as a broker's start-up.",
+    "retention": "Delete old segments as Kafka's retention does (time, size).",
+    "compact": "Compact logs with Kafka's log cleaner.",
+    "maintain": "Run retention and compaction once for a data directory.",
+    "scan": "Scan whole log directories: stats, search, verify, Spark SQL.",
+    "simulate": "Run a replication scenario and print its timeline.",
+    "assign": "Move partition replicas between brokers; report placement.",
+    "brokers": "List, stop and start the brokers of a data directory.",
+    "completions": "Shell completions for bash, zsh and fish.",
+}
+SUMMARY_WIDTH = 63
+
 # The root options, none of which takes a value: what may come before the command's name.
 ROOT_FLAGS = frozenset({"--debug", "-q", "--quiet", "-v", "--verbose", "--no-color"})
 

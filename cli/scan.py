@@ -11,7 +11,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import quiet_option
+from .common import DEFAULT_DATA_DIR, quiet_option
 
 from .errors import PlogCliError
 from .exit_codes import ExitCode
@@ -47,6 +47,11 @@ EPILOG = (
     "verify. sql (implied by --sql, needs --spark): views `records` and `batches` with the plog data "
     "source's columns. --offset-range and --time-range apply to stats and search and are pushed down to "
     "segment selection through file names and the indexes.\n\n"
+    "Without PATH, the data directory ($PLOG_DATA_DIR or ./plog-data) is scanned. On a terminal the stats "
+    "table fits its width ($COLUMNS, or the terminal's), leaving out the least needed columns first "
+    "(RECORD_SIZE, PRODUCERS, CODECS, ...; stderr names them); --wide shows every column, and a pipe, json, "
+    "jsonl and csv always get every field. KEYS: the distinct keys (an estimate) and the records with a null "
+    "key.\n\n"
     "Spark: --master defaults to local[*] (under spark-submit, its master); executors use this Python "
     "unless PYSPARK_PYTHON is set. On a cluster plog ships itself to the executors (pyarrow must be "
     "installed there) and PATH must be visible at the same path on every worker. Spark's own log goes to "
@@ -126,8 +131,12 @@ def _headers(items: Optional[List[str]]):
 
 @app.command(epilog=EPILOG)
 def scan(
-    paths: List[str] = typer.Argument(..., metavar="PATH...",
-                                      help="Data directories, log directories or partition folders."),
+    paths: Optional[List[str]] = typer.Argument(None, metavar="PATH...",
+                                                help="Data directories, log directories or partition folders "
+                                                     "(default: the data directory)."),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", "-d", envvar="PLOG_DATA_DIR", show_default=False,
+                                           help=f"The data directory to scan when no PATH is given "
+                                                f"(default ./{DEFAULT_DATA_DIR})."),
     mode: Optional[ScanMode] = typer.Option(None, "--mode", "-m", case_sensitive=False,
                                             help="stats (default), search, verify or sql."),
     spark: bool = typer.Option(False, "--spark", help="Run on Apache Spark (default master local[*])."),
@@ -169,6 +178,9 @@ def scan(
     overwrite: bool = typer.Option(False, "--overwrite", help="search: replace an existing --output."),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", case_sensitive=False,
                                    help="stats, sql, verify: table (verify: its text lines), json, jsonl or csv."),
+    wide: bool = typer.Option(False, "--wide", "-w",
+                              help="stats table: every column, however wide (by default the least needed "
+                                   "columns are left out to fit the terminal)."),
     max_findings: int = typer.Option(100, "--max-findings", min=0,
                                      help="verify: at most this many findings of one check per file (0: all)."),
     quiet: bool = quiet_option("No summary line and no progress bar."),
@@ -178,6 +190,10 @@ def scan(
     from plog.engine.discovery import NotAKafkaPathError
     from plog.engine.scan import ScanError, ScanFilter, plan_scan
 
+    from .maintain import resolve_path
+
+    # As recover and verify: no PATH is the data directory (--data-dir, $PLOG_DATA_DIR, ./plog-data).
+    paths = list(paths) if paths else [data_dir or resolve_path(None)]
     search_given = key is not None or key_hex is not None or value_contains is not None \
         or value_contains_hex is not None or bool(header)
     if mode is None:
@@ -233,7 +249,7 @@ def scan(
             plan = plan_scan(paths, flt, unit_bytes=unit_bytes,
                              parallelism=_spark_cores(master) if use_spark else local_jobs)
             if mode is ScanMode.stats:
-                code = _stats(plan, flt, use_spark, master, spark_conf, local_jobs, fmt, quiet)
+                code = _stats(plan, flt, use_spark, master, spark_conf, local_jobs, fmt, quiet, wide)
             elif mode is ScanMode.search:
                 code = _search(paths, plan, flt, use_spark, master, spark_conf, local_jobs, output, out_kind,
                                overwrite, unit_bytes, quiet)
@@ -326,6 +342,10 @@ def _byte_progress(plan, quiet: bool):
 
 STATS_COLUMNS = ["topic", "partition", "log_dir", "records", "batches", "size", "offsets", "time_range", "codecs",
                  "keys", "record_size", "producers", "damage"]
+#: The stats table's columns it may leave out to fit the terminal, the least needed first
+#: (--wide keeps them all; json, jsonl and csv always have every field). Which partition,
+#: how many records, which offsets and what is damaged always stay.
+STATS_OPTIONAL = ["record_size", "producers", "codecs", "batches", "keys", "time_range", "size", "log_dir"]
 
 
 def _stats_rows(stats: list) -> tuple[list[dict], list[str]]:
@@ -343,7 +363,7 @@ def _stats_rows(stats: list) -> tuple[list[dict], list[str]]:
             "time_range": (f"{format_timestamp(s.min_timestamp)}..{format_timestamp(s.max_timestamp)}"
                            if s.min_timestamp is not None else None),
             "codecs": ",".join(f"{k}:{v}" for k, v in d["codecs"].items()) or None,
-            "keys": f"~{d['distinct_keys_estimate']}" + (f" +{s.null_keys} null" if s.null_keys else ""),
+            "keys": keys_text(d["distinct_keys_estimate"], s.null_keys, s.records),
             "record_size": (f"p50<={sizes['p50']} p99<={sizes['p99']} max={sizes['max']}"
                             if sizes["max"] is not None else None),
             "producers": d["producers"],
@@ -352,6 +372,17 @@ def _stats_rows(stats: list) -> tuple[list[dict], list[str]]:
         })
     columns = [c for c in STATS_COLUMNS if c != "log_dir" or len(dirs) > 1]
     return rows, columns
+
+
+def keys_text(distinct: int, null: int, records: int) -> str | None:
+    """The KEYS cell: ``~40 distinct``, ``~2 distinct + 7312 null``, ``all null`` (7312
+    records without a key), or nothing for a partition without records. The distinct count
+    is an estimate (HyperLogLog, ~1.6% error) over the records with a key."""
+    if not records:
+        return None
+    if not distinct and null:
+        return "all null"
+    return f"~{distinct} distinct" + (f" + {null} null" if null else "")
 
 
 def _report_problems(stats: list, quiet: bool) -> int:
@@ -366,7 +397,7 @@ def _report_problems(stats: list, quiet: bool) -> int:
     return ExitCode.PROBLEMS_FOUND
 
 
-def _stats(plan, flt, use_spark, master, conf, jobs, fmt: ListFormat, quiet: bool) -> int:
+def _stats(plan, flt, use_spark, master, conf, jobs, fmt: ListFormat, quiet: bool, wide: bool = False) -> int:
     from plog.engine.scan import scan_stats
 
     if use_spark:
@@ -384,7 +415,11 @@ def _stats(plan, flt, use_spark, master, conf, jobs, fmt: ListFormat, quiet: boo
         emit([s.to_dict() for s in stats], fmt, [])
     else:
         rows, columns = _stats_rows(stats)
-        emit(rows, fmt, columns, right=("partition", "records", "batches", "size", "producers"))
+        left_out = emit(rows, fmt, columns, right=("partition", "records", "batches", "size", "producers"),
+                        optional=() if wide else STATS_OPTIONAL)
+        if left_out and not quiet:
+            sys.stderr.write(f"plog scan: {len(left_out)} column{'s' * (len(left_out) != 1)} left out to fit "
+                             f"the terminal ({', '.join(c.upper() for c in left_out)}): --wide shows them\n")
     if not quiet:
         total = sum(s.records for s in stats)
         sys.stderr.write(f"plog scan: {len(stats)} partition replica{'s' * (len(stats) != 1)}, {total} records, "

@@ -76,10 +76,10 @@ def simulate(
         sc = load_scenario(sys.stdin.read())
     else:
         path = Path(scenario)
-        if not path.is_file():
+        if path.is_dir() or not path.exists():
             raise ScenarioError(f"scenario {scenario}: {'is a directory' if path.is_dir() else 'no such file'}")
         try:
-            sc = load_scenario(path)
+            sc = load_scenario(path)  # a file, or a pipe such as the shell's <(...) and /dev/stdin
         except ScenarioError as e:
             if scenario in str(e):
                 raise

@@ -56,6 +56,57 @@ class BrokerChange:
     truncations: list[Truncation] = field(default_factory=list)
 
 
+@dataclass
+class TopicChange:
+    """What a :class:`BrokerChange` did to one topic's partitions, counted: the summary an
+    operator reads when a broker holding many partitions (``__consumer_offsets`` has 50)
+    stops or starts, where the events themselves are one line per partition."""
+
+    topic: str
+    #: partitions with an event, a catch-up or an ISR change (sorted)
+    partitions: list[int] = field(default_factory=list)
+    elections: int = 0  # leader elections (clean or unclean)
+    unclean_elections: int = 0
+    isr_changes: int = 0  # the controller's, and (start) the ISR expansions after catch-up
+    caught_up: int = 0  # replicas that fetched until caught up (start)
+    truncated: int = 0  # of them, replicas that truncated first
+    bytes: int = 0  # fetched by the catch-ups
+    offline: list[int] = field(default_factory=list)  # of ``partitions``, those left without a leader
+
+
+def topic_changes(change: BrokerChange) -> list[TopicChange]:
+    """``change`` per topic with an event or a catch-up, in topic-name order (broker events,
+    which name no partition, are in no topic)."""
+    by_topic: dict[str, TopicChange] = {}
+    parts: dict[str, set[int]] = {}
+
+    def of(tp: TopicPartition) -> TopicChange:
+        parts.setdefault(tp.topic, set()).add(tp.partition)
+        return by_topic.setdefault(tp.topic, TopicChange(tp.topic))
+
+    for e in [*change.events, *change.replication.events]:
+        if e.tp is None:
+            continue
+        t = of(e.tp)
+        if e.kind == "leader":
+            t.elections += 1
+            t.unclean_elections += e.unclean
+        elif e.kind == "isr":
+            t.isr_changes += 1
+    for c in change.replication.catch_ups:
+        t = of(c.tp)
+        t.caught_up += 1
+        t.truncated += c.truncation is not None and c.truncation.removed > 0
+        t.bytes += c.bytes
+    for tp in change.offline:  # every offline partition of the cluster: those this change touched
+        if tp.partition in parts.get(tp.topic, ()):
+            by_topic[tp.topic].offline.append(tp.partition)
+    for name, t in by_topic.items():
+        t.partitions = sorted(parts[name])
+        t.offline.sort()
+    return [by_topic[name] for name in sorted(by_topic)]
+
+
 def list_brokers(dd: DataDir) -> list[BrokerInfo]:
     dd.reload()
     out = []
@@ -206,10 +257,12 @@ def controller_tick(dd: DataDir, *, writer: ClusterWriter | None = None, clock=N
 __all__ = [
     "BrokerChange",
     "BrokerInfo",
+    "TopicChange",
     "controller_tick",
     "elect_preferred_leaders",
     "list_brokers",
     "offline_partitions",
     "start_broker",
     "stop_broker",
+    "topic_changes",
 ]

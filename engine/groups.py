@@ -56,7 +56,7 @@ from plog.formats.record_batch import encode_batch
 
 from .checkpoint_files import atomic_write
 from .cluster import DataDir, _flock
-from .errors import GroupError, GroupNotEmptyError
+from .errors import GroupError, GroupNotEmptyError, bad_document_reason
 from .topics import GROUP_METADATA_TOPIC_NAME, TopicPartition
 
 GROUPS_DIR = "groups"
@@ -186,8 +186,8 @@ class GroupCoordinator:
             return GroupMembership(group_id)
         try:
             return GroupMembership.from_json(json.loads(path.read_text()))
-        except (ValueError, KeyError, TypeError) as e:
-            raise GroupError(f"{path} is not a plog group file: {e}") from None
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+            raise GroupError(f"{path} is not a plog group file: {bad_document_reason(e)}") from None
 
     def _save(self, group: GroupMembership) -> None:
         atomic_write(self._path(group.group_id), json.dumps(group.to_json(), indent=1) + "\n")

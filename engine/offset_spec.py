@@ -18,6 +18,9 @@ A single position (:func:`parse_offset`):
                                             ``@-1h30m``; units ``ms s m h d``
 ==========================================  ==========================================
 
+An option that takes only a time (``plog lookup --timestamp``) reads it with
+:func:`parse_time`: the ``@`` forms above, and ``<ms>`` and ``<ISO-8601>`` without the ``@``.
+
 Keywords are case-insensitive. A range (:func:`parse_offset_range`) is ``A:B``, either side
 may be empty: ``A:`` reads from A with no end, ``:B`` from the default start (earliest) to B.
 **The end B is exclusive**: ``10:20`` reads offsets 10..19, and ``@t1:@t2`` reads from the
@@ -60,6 +63,9 @@ OFFSET_FORMS = ("earliest|beginning|start|oldest, latest|end|newest, committed|s
                 "N (absolute offset), +N (N after the log start), -N (N before the log end), "
                 "@<ms>, @<ISO-8601> (UTC unless it names a zone), @-<duration> (e.g. @-15m, @-1h30m; "
                 "units ms s m h d)")
+#: The forms of a time alone (parse_time), for error messages and ``--help`` texts (one line).
+TIME_FORMS = ("<ms> or @<ms>, <ISO-8601> or @<ISO-8601> (UTC unless it names a zone, e.g. 2024-06-15T10:20:27Z), "
+              "@-<duration> (e.g. @-15m, @-1h30m; units ms s m h d)")
 #: The range forms, for error messages and ``--help`` texts (one line).
 RANGE_FORMS = ("A:B with A and B each one of those or empty (A: no end, :B from earliest); "
                "the end B is exclusive, and +N as the end means N records after A")
@@ -169,6 +175,23 @@ def parse_offset(text: str, now_ms: int | None = None) -> OffsetSpec:
     except _Bad as e:
         hint = "; a range A:B is not accepted here" if ":" in stripped and _is_range(stripped, now_ms) else ""
         raise InvalidOffsetSpecError(f"invalid offset {text!r} ({e}{hint}): expected {OFFSET_FORMS}") from None
+
+
+def parse_time(text: str, now_ms: int | None = None) -> int:
+    """Epoch ms of a time in this language, for an option that takes only a time (``plog
+    lookup --timestamp``): ``@<ms>``, ``@<ISO-8601>``, ``@-<duration>``, and, as nothing else
+    could be meant there, the first two without the ``@`` (``1718446827442``,
+    ``2024-06-15T10:20:27Z``). Raises :class:`InvalidOffsetSpecError` naming the forms."""
+    stripped = text.strip() if isinstance(text, str) else ""
+    # A bare number or date starts with a digit; "-15m" stays an error (-N is an offset).
+    spec_text = "@" + stripped if stripped[:1].isdigit() else stripped
+    try:
+        spec = _parse_one(spec_text, now_ms, as_end=False) if spec_text.startswith("@") else None
+    except _Bad as e:
+        raise InvalidOffsetSpecError(f"invalid time {text!r} ({e}): expected {TIME_FORMS}") from None
+    if spec is None or spec.kind != "timestamp":
+        raise InvalidOffsetSpecError(f"invalid time {text!r}: expected {TIME_FORMS}")
+    return spec.value
 
 
 def _is_range(text: str, now_ms: int | None) -> bool:
@@ -301,10 +324,12 @@ __all__ = [
     "LATEST",
     "OFFSET_FORMS",
     "RANGE_FORMS",
+    "TIME_FORMS",
     "OffsetRange",
     "OffsetSpec",
     "parse_offset",
     "parse_offset_range",
+    "parse_time",
     "resolve_offset",
     "resolve_range",
 ]

@@ -16,7 +16,11 @@ from __future__ import annotations
 
 
 class FormatError(Exception):
-    """Base class: bytes that do not decode. ``position`` may be None."""
+    """Base class: bytes that do not decode. ``position`` may be None. ``path``: the file
+    the bytes came from, set by the engine code that read them (this layer never knows it);
+    ``str()`` leaves it out, as callers that name the file themselves expect."""
+
+    path: str | None = None
 
     def __init__(self, reason: str, position: int | None = None):
         self.reason = reason

@@ -128,3 +128,48 @@ def test_one_command_runs_without_the_others():
     assert "Usage: plog dump [OPTIONS] [FILES]..." in r.stdout
     r = run("dmup")
     assert r.returncode == 2 and "No such command 'dmup'" in r.stderr and "Did you mean 'dump'" in r.stderr
+
+
+def _help_commands(*args) -> dict[str, str]:
+    """The Commands section of ``plog ARGS --help`` (an 80-column help, as without $COLUMNS):
+    name -> its description, continuation lines joined."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    r = run(*args, "--help", env=env)
+    assert r.returncode == 0, r.stderr
+    section = r.stdout.split("\nCommands:\n", 1)[1].split("\n\n", 1)[0]
+    out: dict[str, str] = {}
+    for line in section.splitlines():
+        name, _, text = line.strip().partition("  ")
+        if line.startswith("  ") and not line.startswith("   "):
+            out[name] = text.strip()
+            last = name
+        else:
+            out[last] += " " + line.strip()
+    return out
+
+
+def test_help_lists_every_command_without_cutting_its_description():
+    """issue 21, item 10: Click cut each description at about 45 characters with "...". The
+    root lists each command's one-line summary (cli/registry.SUMMARIES) on one line; a group
+    lists each subcommand's first sentence in full (wrapped)."""
+    import os
+
+    from plog.cli.command_tree import command_tree
+    from plog.cli.registry import COMMAND_MODULES, SUMMARIES, SUMMARY_WIDTH
+
+    assert list(SUMMARIES) == list(COMMAND_MODULES)
+    assert all(len(s) <= SUMMARY_WIDTH and not s.endswith("...") for s in SUMMARIES.values())
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    root = run("--help", env=env).stdout
+    lines = root.split("\nCommands:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    width = max(len(name) for name in SUMMARIES)
+    assert lines == [f"  {name.ljust(width)}  {text}" for name, text in SUMMARIES.items()]
+    for group in command_tree().subcommands:
+        if not group.is_group:
+            continue
+        listed = _help_commands(*group.path)
+        assert listed == {sub.path[-1]: sub.summary.split(". ")[0].rstrip(".") + "."
+                          for sub in group.subcommands if not sub.hidden}, group.path
+        assert not any(text.endswith("...") for text in listed.values())

@@ -1,25 +1,32 @@
-"""Ctrl-C in the middle of real work: exit 130, one line ``plog: interrupted`` on stderr, no
-traceback, and nothing half-done that a later run would not handle (issue 10, Build item 5;
-DESIGN.md "CLI contract"; cli/exit_codes.py).
+"""Ctrl-C or SIGTERM in the middle of real work: exit 130 and one line ``plog: interrupted``
+on stderr for Ctrl-C, exit 143 and ``plog: terminated`` for SIGTERM (``kill``, systemd, container
+runtimes: the same clean stop, cli/signals.py), no traceback, and nothing half-done that a later
+run would not handle (issue 10, Build item 5; issue 21, item 7; DESIGN.md "CLI contract";
+cli/exit_codes.py).
 
-Each test starts ``plog`` as a child in its own session (so, as on a terminal, SIGINT goes to
-the whole process group: the command and any worker processes), waits until it is really
-working (it has written output, opened a segment of the data, or written records), and then
-interrupts it. To make "in the middle" certain on a fast or a slow machine, the group is
-stopped (SIGSTOP) the moment the sign of work is seen, sent SIGINT, and continued: exactly a
-Ctrl-C at that instant. Afterwards:
+Each test starts ``plog`` as a child in its own session, waits until it is really working (it
+has written output, opened a segment of the data, or written records), and then stops it with
+one of STOPS: Ctrl-C (as on a terminal, SIGINT goes to the whole process group: the command and
+any worker processes); SIGTERM to the whole group (systemd's default KillMode=control-group);
+and, for commands with worker processes, SIGTERM to the command only (``kill PID``,
+``docker stop``: the workers do not get it). To make "in the middle" certain on a fast or a
+slow machine, the group is stopped (SIGSTOP) the moment the sign of work is seen, sent the
+signal, and continued: exactly a Ctrl-C or a ``kill`` at that instant. Afterwards:
 
-- exit code 130 and stderr exactly ``plog: interrupted`` (one line, no Traceback);
+- the stop's exit code and stderr exactly its one line (after produce's and consume's summary
+  of what they wrote or read), no Traceback;
 - no ``*.tmp``, ``*.cleaned``, ``*.swap`` or half-written output file is left that the next
   command does not handle: the next run of the command (or ``plog recover``) succeeds,
-  ``plog verify`` passes, and no acknowledged record is lost (produce leaves an unbroken prefix
-  of its input; a consumer group resumes without skipping a record; compaction keeps the
-  latest value of every key; recovery keeps every record).
+  ``plog verify --strict`` passes (a clean shutdown: no ``clean-shutdown-missing``, indexes
+  trimmed), and no acknowledged record is lost (produce leaves an unbroken prefix of its input,
+  as many records as its summary says; a consumer group resumes without skipping a record;
+  compaction keeps the latest value of every key; recovery keeps every record).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -27,7 +34,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import pytest
 
@@ -78,6 +85,31 @@ def copy(data, tmp_path) -> Path:
 # -- interrupting a child ---------------------------------------------------------------------------
 
 
+class Stop(NamedTuple):
+    """How a command is stopped, and what it must answer."""
+
+    signal: int
+    group: bool  # sent to the whole process group (the command and its workers), or the command only
+    code: int    # the exit code
+    line: str    # the one line on stderr
+
+    def __str__(self) -> str:
+        return next(name for name, stop in STOPS.items() if stop == self)
+
+
+STOPS = {
+    "ctrl-c": Stop(signal.SIGINT, True, 130, "plog: interrupted"),
+    "sigterm": Stop(signal.SIGTERM, True, 143, "plog: terminated"),  # systemd: every process of the unit
+    "kill-pid": Stop(signal.SIGTERM, False, 143, "plog: terminated"),  # kill PID, docker stop: the command only
+}
+CTRL_C = STOPS["ctrl-c"]
+
+#: Every stop, for commands that run in one process (where "group" and "command only" are one).
+ONE_PROCESS = pytest.mark.parametrize("stop", [STOPS["ctrl-c"], STOPS["sigterm"]], ids=str)
+#: Every stop, for commands with worker processes.
+WORKERS = pytest.mark.parametrize("stop", list(STOPS.values()), ids=str)
+
+
 def _pids(root_pid: int) -> list[int]:
     """``root_pid`` and its descendants (worker processes)."""
     out, todo = [], [root_pid]
@@ -115,16 +147,26 @@ def opened_a_segment_of(root: Path) -> Callable:
     return ready
 
 
+def started_workers(n: int) -> Callable:
+    """Ready when the command has forked ``n`` worker processes: from then until the end of
+    its work (verify -j 2 of the data holds a segment open for a few milliseconds only, too
+    short a sign to catch reliably)."""
+    return lambda p, out: len(_pids(p.pid)) > n
+
+
 def wrote_output(n: int) -> Callable:
     return lambda p, out: len(out) >= n
 
 
 def interrupt(argv: list[str], ready: Callable, *, feed: Callable | None = None,
-              timeout: float = 120) -> tuple[int, bytes, bytes]:
-    """Run ``plog ARGV``, Ctrl-C it once ``ready(popen, stdout so far)`` is true; returns
-    (exit code, stdout, stderr). Fails if the command ends before it is ready."""
+              timeout: float = 120, stop: Stop = CTRL_C) -> tuple[int, bytes, bytes]:
+    """Run ``plog ARGV``, stop it (``stop``: Ctrl-C by default) once ``ready(popen, stdout so
+    far)`` is true; returns (exit code, stdout, stderr). Fails if the command ends before it
+    is ready."""
+    # PYTHONFAULTHANDLER: a child that does not end in time is sent SIGABRT, which makes every
+    # process of the group print its threads' stacks: the failure then says where it hung.
     p = subprocess.Popen([plog_exe(), *argv], stdin=subprocess.PIPE if feed else subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env({"PYTHONFAULTHANDLER": "1"}),
                          start_new_session=True)
     out, err = bytearray(), bytearray()
 
@@ -153,12 +195,23 @@ def interrupt(argv: list[str], ready: Callable, *, feed: Callable | None = None,
             if time.monotonic() > deadline:
                 pytest.fail(f"plog {' '.join(argv)} did not start working within {timeout}s")
             time.sleep(0.005)
-        # Ctrl-C at this very instant: freeze the group, queue SIGINT, let it run on.
+        # Ctrl-C (or kill) at this very instant: freeze the group, queue the signal, let it run on.
         os.killpg(p.pid, signal.SIGSTOP)
         assert p.poll() is None, "the command ended before it could be interrupted"
-        os.killpg(p.pid, signal.SIGINT)
+        if stop.group:
+            os.killpg(p.pid, stop.signal)
+        else:
+            os.kill(p.pid, stop.signal)
         os.killpg(p.pid, signal.SIGCONT)
-        code = p.wait(timeout=timeout)
+        try:
+            code = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGABRT)
+            p.wait(timeout=30)
+            for t in threads:
+                t.join(timeout=30)
+            pytest.fail(f"plog {' '.join(argv)} did not end within {timeout}s of {stop}; its stacks:\n"
+                        f"{bytes(err).decode(errors='replace')[-20000:]}")
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
@@ -168,11 +221,21 @@ def interrupt(argv: list[str], ready: Callable, *, feed: Callable | None = None,
     return code, bytes(out), bytes(err)
 
 
-def assert_interrupted(code: int, err: bytes) -> None:
+def assert_interrupted(code: int, err: bytes, stop: Stop = CTRL_C, *, summary: str | None = None) -> list[str]:
+    """Exit code and the one line of ``stop``; before it, the lines matching the regular
+    expression ``summary`` when given (produce's and consume's account of what they did).
+    Returns those summary lines."""
     text = err.decode("utf-8", "replace")
     assert "Traceback" not in text, text
-    assert code == 130, f"exit {code}: {text}"
-    assert text == "plog: interrupted\n", text
+    assert code == stop.code, f"exit {code}: {text}"
+    lines = text.split("\n")
+    assert lines[-2:] == [stop.line, ""], text
+    before = lines[:-2]
+    if summary is None:
+        assert before == [], text
+    else:
+        assert before and all(re.fullmatch(summary, line) for line in before), text
+    return before
 
 
 def leftovers(root: Path) -> list[str]:
@@ -185,14 +248,19 @@ def consume_all(dd: Path, topic: str, *extra: str) -> list[str]:
 
 
 def verify_ok(dd: Path) -> None:
-    code, out, err = run(["verify", "-q", str(dd)], timeout=300)
+    """No error and no warning: after a clean stop, no clean-shutdown-missing and no
+    untrimmed (preallocated) index either."""
+    code, out, err = run(["verify", "-q", "--strict", str(dd)], timeout=300)
     assert code == 0, (out + err).decode(errors="replace")
 
 
 # -- the commands ------------------------------------------------------------------------------------
 
 
-def test_produce_from_a_big_pipe(copy):
+@ONE_PROCESS
+def test_produce_from_a_big_pipe(copy, stop):
+    """The log is closed as at the end of a run: the clean-shutdown marker written, the
+    indexes trimmed (verify --strict), and the summary's count is what the log holds."""
     segment = copy / "broker-1" / "fresh-0" / "00000000000000000000.log"
     _must(["topics", "create", "fresh", "-d", str(copy)])
     total = 3_000_000
@@ -204,21 +272,28 @@ def test_produce_from_a_big_pipe(copy):
     def ready(p, out):  # several rounds are in the log already
         return segment.exists() and segment.stat().st_size > 256 * 1024
 
-    code, _out, err = interrupt(["produce", "fresh", "-d", str(copy)], ready, feed=feed)
-    assert_interrupted(code, err)
+    code, _out, err = interrupt(["produce", "fresh", "-d", str(copy)], ready, feed=feed, stop=stop)
+    summary = assert_interrupted(code, err, stop, summary=r"produced \d+ record\(s\) to fresh\b.*")
     assert leftovers(copy) == []
+    verify_ok(copy)  # before anything else opens the log: what the stop itself left
     got = consume_all(copy, "fresh")
     assert 0 < len(got) < total
     assert got == [str(i) for i in range(len(got))], "the log is not an unbroken prefix of the input"
+    # Every record the summary acknowledges is in the log (a round cut short may have put
+    # more there than it acknowledged: at least once, never lost).
+    acknowledged = int(re.match(r"produced (\d+) ", summary[0]).group(1))
+    assert acknowledged <= len(got), summary
     # The next producer appends after them.
     _must(["produce", "fresh", "-q", "-d", str(copy)], stdin="after\n")
     assert consume_all(copy, "fresh")[-2:] == [str(len(got) - 1), "after"]
     verify_ok(copy)
 
 
-def test_consume_a_big_topic_with_a_group(data):
-    code, out, err = interrupt(["consume", "big", "-g", "reader", "-e", "-d", str(data)], wrote_output(200_000))
-    assert_interrupted(code, err)
+@ONE_PROCESS
+def test_consume_a_big_topic_with_a_group(data, stop):
+    code, out, err = interrupt(["consume", "big", "-g", "reader", "-e", "-d", str(data)], wrote_output(200_000),
+                               stop=stop)
+    assert_interrupted(code, err, stop, summary=r"consumed \d+ record\(s\) from big")
     seen = out.decode().splitlines()
     if not out.endswith(b"\n"):
         seen = seen[:-1]  # a line cut by the interrupt is not a delivered record
@@ -230,33 +305,57 @@ def test_consume_a_big_topic_with_a_group(data):
     assert first <= len(seen)
     assert rest == [_value(i) for i in range(first, RECORDS)]
     _must(["groups", "delete", "reader", "-d", str(data)])
+    verify_ok(data)
 
 
-def test_dump_a_big_segment(data):
+@ONE_PROCESS
+def test_consume_following_with_a_group(data, stop):
+    """A consumer that follows the topic (a service, stopped by systemd with SIGTERM) has
+    printed every record and waits for more: the stop commits its position, says how many
+    it read, and the group's next run has nothing left to read."""
+    everything = len(b"".join(_value(i).encode() + b"\n" for i in range(RECORDS)))
+    code, out, err = interrupt(["consume", "big", "-g", "follower", "-d", str(data)], wrote_output(everything),
+                               stop=stop)
+    assert assert_interrupted(code, err, stop, summary=r"consumed \d+ record\(s\) from big") == \
+        [f"consumed {RECORDS} record(s) from big"]
+    assert out.decode().splitlines() == [_value(i) for i in range(RECORDS)]
+    assert consume_all(data, "big", "-g", "follower") == []  # committed at the stop: nothing is read twice
+    _must(["groups", "delete", "follower", "-d", str(data)])
+    verify_ok(data)
+
+
+@ONE_PROCESS
+def test_dump_a_big_segment(data, stop):
     segment = data / "broker-1" / "big-0" / "00000000000000000000.log"
     code, out, err = interrupt(["dump", "--deep-iteration", "--print-data-log", str(segment)],
-                               wrote_output(100_000))
-    assert_interrupted(code, err)
+                               wrote_output(100_000), stop=stop)
+    assert_interrupted(code, err, stop)
     assert out.startswith(f"Dumping {segment}\n".encode())
     assert f"| offset: {RECORDS - 1} ".encode() not in out  # it stopped part-way
 
 
-def test_verify(data):
-    code, out, err = interrupt(["verify", "-j", "1", str(data)], opened_a_segment_of(data))
-    assert_interrupted(code, err)
+@ONE_PROCESS
+def test_verify(data, stop):
+    code, out, err = interrupt(["verify", "-j", "1", str(data)], opened_a_segment_of(data), stop=stop)
+    assert_interrupted(code, err, stop)
     verify_ok(data)
 
 
-def test_verify_with_worker_processes(data):
-    """Two worker processes get the SIGINT too: they end without a traceback of their own."""
-    code, out, err = interrupt(["verify", "-j", "2", str(data)], opened_a_segment_of(data))
-    assert_interrupted(code, err)
+@WORKERS
+def test_verify_with_worker_processes(data, stop):
+    """Two worker processes get the signal too (or, kill-pid, do not): they end without a
+    traceback of their own."""
+    code, out, err = interrupt(["verify", "-j", "2", str(data)], started_workers(2), stop=stop)
+    assert_interrupted(code, err, stop)
 
 
-def test_recover(copy):
+@pytest.mark.parametrize("jobs, stop", [(1, STOPS["ctrl-c"]), (1, STOPS["sigterm"]),
+                                        *((2, stop) for stop in STOPS.values())], ids=lambda v: f"{v}")
+def test_recover(copy, stop, jobs):
     os.unlink(copy / "broker-1" / ".kafka_cleanshutdown")  # an unclean shutdown: recovery has work
-    code, out, err = interrupt(["recover", "--all", "-j", "1", str(copy)], opened_a_segment_of(copy))
-    assert_interrupted(code, err)
+    code, out, err = interrupt(["recover", "--all", "-j", str(jobs), str(copy)], opened_a_segment_of(copy),
+                               stop=stop)
+    assert_interrupted(code, err, stop)
     _must(["recover", str(copy)])  # the next run finishes the job
     assert leftovers(copy) == []
     verify_ok(copy)
@@ -264,10 +363,12 @@ def test_recover(copy):
     assert len(got) == RECORDS and got[-1] == _value(RECORDS - 1)
 
 
-def test_compact(copy):
-    code, out, err = interrupt(["compact", "--force", "-q", str(copy)], opened_a_segment_of(copy))
-    assert_interrupted(code, err)
-    _must(["compact", "--force", "-q", str(copy)])  # the next run cleans up and compacts
+@ONE_PROCESS
+def test_compact(copy, stop):
+    code, out, err = interrupt(["compact", "--force", "-q", str(copy)], opened_a_segment_of(copy), stop=stop)
+    assert_interrupted(code, err, stop)
+    # the next run cleans up and compacts (removing what it replaced at once: no .deleted files wait)
+    _must(["compact", "--force", "-q", "--delete-delay-ms", "0", str(copy)])
     assert leftovers(copy) == []
     verify_ok(copy)
     latest = {}
@@ -281,44 +382,54 @@ def test_compact(copy):
     assert latest == want
 
 
-def test_scan_with_worker_processes(data):
-    code, out, err = interrupt(["scan", "-j", "2", str(data)], opened_a_segment_of(data))
-    assert_interrupted(code, err)
+@WORKERS
+def test_scan_with_worker_processes(data, stop):
+    code, out, err = interrupt(["scan", "-j", "2", str(data)], opened_a_segment_of(data), stop=stop)
+    assert_interrupted(code, err, stop)
 
 
-def test_scan_search_to_a_file_leaves_no_partial_file(data, tmp_path):
+@ONE_PROCESS
+def test_scan_search_to_a_file_leaves_no_partial_file(data, tmp_path, stop):
     target = tmp_path / "matches.jsonl"
     code, out, err = interrupt(["scan", "--mode", "search", "--value-contains", "v", "-j", "1",
                                 "-o", str(target), "--output-format", "jsonl", str(data)],
-                               opened_a_segment_of(data))
-    assert_interrupted(code, err)
+                               opened_a_segment_of(data), stop=stop)
+    assert_interrupted(code, err, stop)
     assert sorted(os.listdir(tmp_path)) == [], "an interrupted scan -o left a file behind"
 
 
-def test_scan_search_to_a_file_keeps_the_old_file_on_interrupt(data, tmp_path):
+@ONE_PROCESS
+def test_scan_search_to_a_file_keeps_the_old_file_on_interrupt(data, tmp_path, stop):
     """With --overwrite the old file stays whole until the new one is complete."""
     target = tmp_path / "matches.jsonl"
     target.write_text("the old results\n")
     code, out, err = interrupt(["scan", "--mode", "search", "--value-contains", "v", "-j", "1", "--overwrite",
                                 "-o", str(target), "--output-format", "jsonl", str(data)],
-                               opened_a_segment_of(data))
-    assert_interrupted(code, err)
+                               opened_a_segment_of(data), stop=stop)
+    assert_interrupted(code, err, stop)
     assert sorted(os.listdir(tmp_path)) == ["matches.jsonl"]
     assert target.read_text() == "the old results\n"
 
 
-def test_completions_install_interrupted_while_writing(tmp_path, capsys, monkeypatch):
-    """Ctrl-C while the script is being written (here: at its fsync) leaves the old script
-    and no temporary file."""
+@ONE_PROCESS
+def test_completions_install_interrupted_while_writing(tmp_path, capsys, monkeypatch, stop):
+    """Ctrl-C or SIGTERM while the script is being written (here: at its fsync) leaves the
+    old script and no temporary file."""
     target = tmp_path / "plog.bash"
     target.write_text("# the old script\n")
 
     def interrupted(fd):
-        raise KeyboardInterrupt
+        if stop.signal == signal.SIGINT:
+            raise KeyboardInterrupt
+        os.kill(os.getpid(), stop.signal)  # the handler main() installed raises, as for a real kill
+        raise AssertionError(f"{stop} did not stop plog")  # (an internal error: the test fails)
 
     monkeypatch.setattr(os, "fsync", interrupted)
+    ours = signal.getsignal(signal.SIGTERM)
     code, out, err = plog(capsys, "completions", "install", "bash", "--path", str(target))
-    assert code == 130 and err == "plog: interrupted\n", err
+    assert (code, err) == (stop.code, stop.line + "\n")
+    # main() put back the handler it replaced: an embedding process keeps its own.
+    assert signal.getsignal(signal.SIGTERM) is ours
     assert sorted(os.listdir(tmp_path)) == ["plog.bash"]
     assert target.read_text() == "# the old script\n"
 
@@ -341,12 +452,13 @@ _LOADING_CHILD = (
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.01, 0.03, 0.06, 0.1, 0.2])
-def test_ctrl_c_while_the_command_is_still_loading(data, delay):
-    """Ctrl-C in the first fraction of a second, while the console script imports the CLI and
-    the command's modules: the same one line and exit 130, never an import traceback. The
-    child stops itself once the console script's ``main()`` runs (a Ctrl-C inside Python's own
-    start-up is Python's business, the same for every Python program), is continued, and gets
-    SIGINT ``delay`` seconds later: somewhere in the imports, or later."""
+@ONE_PROCESS
+def test_ctrl_c_while_the_command_is_still_loading(data, delay, stop):
+    """Ctrl-C (or SIGTERM) in the first fraction of a second, while the console script imports
+    the CLI and the command's modules: the same one line and exit code, never an import
+    traceback. The child stops itself once the console script's ``main()`` runs (a signal
+    inside Python's own start-up is Python's business, the same for every Python program), is
+    continued, and gets the signal ``delay`` seconds later: somewhere in the imports, or later."""
     segment = data / "broker-1" / "big-0" / "00000000000000000000.log"
     p = subprocess.Popen([sys.executable, "-c", _LOADING_CHILD, "dump", "--deep-iteration", "--print-data-log",
                           str(segment)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -357,9 +469,9 @@ def test_ctrl_c_while_the_command_is_still_loading(data, delay):
         time.sleep(0.005)
     os.kill(p.pid, signal.SIGCONT)
     time.sleep(delay)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(stop.signal)
     err = p.communicate(timeout=120)[1].decode(errors="replace")
-    assert (p.returncode, err) == (130, "plog: interrupted\n")
+    assert (p.returncode, err) == (stop.code, stop.line + "\n")
 
 
 def _state(pid: int) -> str:

@@ -92,6 +92,29 @@ def test_lookup_timestamps(corpus):
     assert r.exit_code == 0 and "chosen" in r.stdout and "skipped" in r.stdout
 
 
+@pytest.mark.parametrize("bare, with_at", [
+    ("2024-06-15T10:20:27.442Z", "@2024-06-15T10:20:27.442Z"),
+    ("2024-06-15T12:20:27.442+02:00", "@2024-06-15T10:20:27.442Z"),  # a zone, as with the @
+    ("2024-06-15T10:20:27.442", "@2024-06-15T10:20:27.442Z"),  # UTC when none is named
+    ("1718446827442", "@1718446827442"),
+])
+def test_lookup_timestamp_without_the_at(corpus, bare, with_at):
+    """issue 21, item 13: --timestamp takes ms or ISO-8601 without the @ of the offset
+    language (a time is all it can mean there), and answers as with it."""
+    got = invoke("lookup", INVOICE, "--timestamp", bare, "-f", "json")
+    want = invoke("lookup", INVOICE, "--timestamp", with_at, "-f", "json")
+    assert (got.exit_code, want.exit_code) == (0, 0), got.output + want.output
+    got, want = json.loads(got.stdout), json.loads(want.stdout)
+    assert (got["target"], got["offset"], got["timestamp"]) == (1718446827442, 44986, 1718446827442)
+    assert {k: v for k, v in got.items() if k != "query"} == {k: v for k, v in want.items() if k != "query"}
+
+
+def test_lookup_bad_timestamp_names_the_forms(corpus, capsys):
+    code, out, err = run_main(capsys, "lookup", LSX, "--timestamp", "yesterday")
+    assert code == 2 and out == ""
+    assert "invalid time 'yesterday'" in err and "<ISO-8601> or @<ISO-8601>" in err and "Traceback" not in err
+
+
 def test_lookup_in_a_log_dir_and_a_segment_file(corpus):
     r = invoke("lookup", INVOICE.parent, "--topic", "invoice", "--partition", "1", "-o", "45000", "-f", "json")
     assert r.exit_code == 0 and json.loads(r.stdout)["batch"]["position"] == 462109
@@ -211,4 +234,45 @@ def test_ls_errors(corpus, capsys, tmp_path):
     code, out, err = run_main(capsys, "ls", LSX.parent / "meta.properties")
     assert code == 1 and err.count("\n") == 1 and "not a segment file" in err
     assert invoke("ls", LSX, "--format", "yaml").exit_code == 2
-    assert invoke("ls").exit_code == 2
+    # No PATH and no data directory: one line saying so (it is not a usage error any more).
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code, out, err = run_main(capsys, "ls")
+    finally:
+        os.chdir(cwd)
+    assert (code, out) == (1, "")
+    assert err == "plog: error: no PATH given and no data directory at plog-data (set $PLOG_DATA_DIR or pass PATH)\n"
+
+
+def test_ls_without_a_path_lists_the_data_directory(corpus, capsys, monkeypatch, tmp_path):
+    """issue 21, item 13: as recover and verify, ls without PATH reads the data directory:
+    --data-dir, else $PLOG_DATA_DIR, else ./plog-data."""
+    log_dir = LSX.parent
+    want = json.loads(invoke("ls", log_dir, "-f", "json").stdout)
+    names = [p["name"] for d in want for p in d["partitions"]]
+    assert names
+
+    def listed(*args) -> list[str]:
+        code, out, err = _main(capsys, "ls", "-f", "json", *args)
+        assert code == 0, err
+        return [p["name"] for d in json.loads(out) for p in d["partitions"]]
+
+    assert listed("-d", log_dir) == listed("--data-dir", log_dir) == names
+    monkeypatch.setenv("PLOG_DATA_DIR", str(log_dir))
+    assert listed() == names
+    monkeypatch.delenv("PLOG_DATA_DIR")
+    (tmp_path / "plog-data").symlink_to(log_dir)
+    monkeypatch.chdir(tmp_path)
+    assert listed() == names
+
+
+def _main(capsys, *args) -> tuple[int, str, str]:
+    """``plog ARGS`` through main() that may succeed (run_main expects an exit code)."""
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err

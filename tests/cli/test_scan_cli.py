@@ -36,8 +36,8 @@ PLOG = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "plog.cli"
 
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 BIN_KEY = b"\x01\x02bin"
-JSONL_FIELDS = ["topic", "partition", "offset", "timestamp", "timestampType", "key", "value", "headers",
-                "segment", "position", "baseOffset", "producerId", "codec"]
+JSONL_FIELDS = ["topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers",
+                "segment", "position", "base_offset", "producer_id", "codec"]
 STATS_FIELDS = {"topic", "partition", "log_dir", "records", "batches", "bytes", "first_offset", "last_offset",
                 "min_timestamp", "max_timestamp", "codecs", "distinct_keys_estimate", "record_size", "producers",
                 "problems"}
@@ -171,10 +171,71 @@ def test_stats_table_on_a_corpus_log_dir(corpus, capsys):
         [(s.topic, s.partition, s.records, s.batches) for s in expected] == \
         [("topic-logx-001", 0, 17, 17), ("topic-logx-001", 1, 16, 16), ("topic-logx-001", 2, 17, 17)]
     assert [(r[5], r[7], r[8], r[11]) for r in rows] == \
-        [(f"0..{s.last_offset}", f"gzip:{s.batches}", f"~0 +{s.records} null", "-") for s in expected]
+        [(f"0..{s.last_offset}", f"gzip:{s.batches}", "all null", "-") for s in expected]
     assert all(r[4].endswith(" KiB") and r[6].startswith("2024-09-1") and r[9].startswith("p50<=") for r in rows)
     m = SUMMARY.match(err)
     assert m and m.group(1, 2, 6) == ("3", "50", "1") and int(m[3]) == sum(s.bytes for s in expected)
+
+
+def test_stats_keys_column_in_words(pristine, written, capsys):
+    """issue 21, item 10: KEYS says "~N distinct" and "+ M null" (was "~N +M null", and
+    "~0 +M null" for a partition without keys); the estimate is the json field's."""
+    code, out, _ = scan(capsys, pristine, "--format", "csv", "-j", "1")
+    assert code == 0
+    rows = {(r["topic"], int(r["partition"])): r for r in csv.DictReader(io.StringIO(out))}
+    code, out, _ = scan(capsys, pristine, "--format", "json", "-j", "1")
+    for o in json.loads(out):
+        nulls = sum(1 for r in written[(o["topic"], o["partition"])] if r[2] is None)
+        assert nulls and o["null_keys"] == nulls
+        assert rows[(o["topic"], o["partition"])]["keys"] == f"~{o['distinct_keys_estimate']} distinct + {nulls} null"
+
+
+def test_stats_table_fits_the_terminal(corpus):
+    """issue 21, item 10: on a terminal the table fits its width, leaving out the least
+    needed columns (stderr names them, --wide shows them); a pipe gets every column."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from cli_fixtures import TTY_COLS, run
+
+    logdir = CORPUS / "berkayakcay__toy-node-log-collector/kafka-data"  # all columns: 184 wide
+    plain = {"NO_COLOR": "1"}  # a terminal without styles: the table's cells as they are
+    code, out, err = run(["scan", "-j", "1", logdir], tty=True, env={"COLUMNS": "80", **plain})
+    assert code == 0, err
+    lines = out.decode().splitlines()
+    assert lines[0].split() == ["TOPIC", "PARTITION", "RECORDS", "BATCHES", "SIZE", "OFFSETS", "KEYS", "DAMAGE"]
+    assert max(len(line) for line in lines) <= 80 and len(lines) == 4
+    assert [cells(line)[-2:] for line in lines[1:]] == [["all null", "-"]] * 3
+    assert err.decode().splitlines()[0] == ("plog scan: 4 columns left out to fit the terminal (TIME_RANGE, CODECS, "
+                                            "RECORD_SIZE, PRODUCERS): --wide shows them")
+    # The terminal's own width (the test terminal's: wider than this table), --wide, a pipe: every column.
+    for args, tty, env in ((["-j", "1"], True, plain), (["-j", "1", "--wide"], True, {"COLUMNS": "80", **plain}),
+                           (["-j", "1"], False, {"COLUMNS": "80"})):
+        code, out, err = run(["scan", *args, logdir], tty=tty, env=env)
+        assert code == 0 and out.decode().splitlines()[0].split() == TABLE_HEADER, (args, tty, env)
+        assert "left out" not in err.decode() and TTY_COLS >= 184
+    # --quiet: the same table, no note.
+    code, out, err = run(["scan", "-j", "1", "-q", logdir], tty=True, env={"COLUMNS": "60", **plain})
+    assert code == 0 and err == b""
+    # (SIZE, TIME_RANGE and KEYS had to go; BATCHES, narrower, fits again)
+    assert out.decode().splitlines()[0].split() == ["TOPIC", "PARTITION", "RECORDS", "BATCHES", "OFFSETS", "DAMAGE"]
+
+
+def test_scan_without_a_path_scans_the_data_directory(pristine, capsys, monkeypatch, tmp_path):
+    """issue 21, item 13: as recover and verify, no PATH is --data-dir, else $PLOG_DATA_DIR,
+    else ./plog-data."""
+    code, want, _ = scan(capsys, pristine, "--format", "json", "-j", "1")
+    assert code == 0
+    assert scan(capsys, "--format", "json", "-j", "1", "-d", pristine)[:2] == (0, want)
+    monkeypatch.setenv("PLOG_DATA_DIR", str(pristine))
+    assert scan(capsys, "--format", "json", "-j", "1")[:2] == (0, want)
+    monkeypatch.delenv("PLOG_DATA_DIR")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = scan(capsys, "-j", "1")
+    assert (code, out) == (1, "")
+    assert err == "plog: error: no PATH given and no data directory at plog-data (set $PLOG_DATA_DIR or pass PATH)\n"
+    (tmp_path / "plog-data").symlink_to(pristine)
+    code, out, _ = scan(capsys, "--format", "json", "-j", "1")
+    assert code == 0
+    assert [o["records"] for o in json.loads(out)] == [o["records"] for o in json.loads(want)]
 
 
 def test_stats_table_shows_every_replica_with_a_log_dir_column(corpus, capsys):
@@ -347,16 +408,16 @@ def test_search_lines_carry_record_and_location(pristine, written, capsys):
     assert [(o["topic"], o["partition"], o["offset"]) for o in lines] == expected
     for o in lines:
         offset, ts, key, value, headers = written[(o["topic"], o["partition"])][o["offset"]]
-        assert (o["timestamp"], o["timestampType"]) == (ts, "CreateTime")
+        assert (o["timestamp"], o["timestamp_type"]) == (ts, "CreateTime")
         assert decode_bytes(o["key"]) == key and decode_bytes(o["value"]) == value
         assert isinstance(o["value"], dict) and set(o["value"]) == {"base64"}  # not UTF-8
         assert [(h["key"], decode_bytes(h["value"])) for h in o["headers"]] == headers
-        assert o["producerId"] == (77 if o["topic"] == "events" else -1)
-        # segment/position/baseOffset name the batch holding the record.
+        assert o["producer_id"] == (77 if o["topic"] == "events" else -1)
+        # segment/position/base_offset name the batch holding the record.
         segment = Path(o["segment"])
         assert segment.parent.parent.parent == pristine and segment.suffix == ".log"
         (batch,) = [b for b in batches_of(segment) if b.position == o["position"]]
-        assert batch.base_offset == o["baseOffset"] <= o["offset"] <= batch.last_offset
+        assert batch.base_offset == o["base_offset"] <= o["offset"] <= batch.last_offset
         assert o["codec"] == ("gzip" if batch.compression == 1 else "none")
     assert {o["codec"] for o in lines} == {"gzip", "none"}
 
