@@ -118,7 +118,7 @@ def peer_consume(path: Path) -> int:
             for r in batch:
                 key, value = r.key, r.value
                 write((dumps({"topic": TOPIC, "partition": 0, "offset": r.offset, "timestamp": r.timestamp,
-                              "timestampType": tstype, "key": None if key is None else key.decode(),
+                              "timestamp_type": tstype, "key": None if key is None else key.decode(),
                               "value": None if value is None else value.decode(), "headers": []}) + "\n").encode())
                 n += 1
             pos = end

@@ -42,3 +42,75 @@ def is_verbose() -> bool:
     import os
 
     return os.environ.get(VERBOSE_ENV, "") not in ("", "0", "false")
+
+
+# -- spellings users bring from kcat and Kafka's console tools ---------------------------------------
+
+
+def unescape(text: str) -> bytes:
+    """A separator given on the command line: ``\\t``, ``\\n``, ``\\0`` and ``\\\\`` unescaped,
+    other characters as UTF-8 (any byte through ``\\xHH``)."""
+    return text.encode("utf-8").decode("unicode_escape").encode("latin-1", "surrogateescape") \
+        if "\\" in text else text.encode("utf-8")
+
+
+TOPIC_OPTION_HELP = "The topic, as kcat and Kafka's console tools spell it (instead of the TOPIC argument)."
+
+
+def topic_option():
+    # The Python name ``name`` makes completions offer topics (command_tree.VALUE_KINDS).
+    return typer.Option(None, "--topic", "-t", help=TOPIC_OPTION_HELP, show_default=False)
+
+
+def pick_topic(argument: str | None, option: str | None) -> str:
+    """The topic of a command that takes it as ``TOPIC`` or ``-t/--topic`` (kcat, console tools)."""
+    from .errors import PlogCliError
+    from .exit_codes import ExitCode
+
+    if argument is not None and option is not None and argument != option:
+        raise PlogCliError(f"two topics given: {argument} (argument) and {option} (--topic); give one",
+                           exit_code=ExitCode.USAGE)
+    topic = argument if argument is not None else option
+    if topic is None:
+        raise PlogCliError("missing the topic: give it as the TOPIC argument or with -t/--topic",
+                           exit_code=ExitCode.USAGE)
+    return topic
+
+
+def property_option(tool: str, names):
+    return typer.Option(None, "--property", metavar="NAME=VALUE",
+                        help=f"A {tool} property (repeatable): {', '.join(names)}.")
+
+
+def parse_properties(values: list[str] | None) -> dict[str, bytes]:
+    """``--property NAME=VALUE`` (repeatable) as ``name -> value bytes`` (escapes as in
+    :func:`unescape`); the last of a repeated name wins, as in Kafka's tools."""
+    from .errors import PlogCliError
+    from .exit_codes import ExitCode
+
+    out: dict[str, bytes] = {}
+    for item in values or ():
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            raise PlogCliError(f"--property {item!r}: expected NAME=VALUE, e.g. print.key=true",
+                               exit_code=ExitCode.USAGE)
+        out[name.strip()] = unescape(value)
+    return out
+
+
+_USE_DATA_DIR = ("plog works on files, not on a broker: use --data-dir DIR (a plog data directory or a Kafka log "
+                 "directory; default ./plog-data or $PLOG_DATA_DIR)")
+
+#: Options of kcat and Kafka's console tools that plog has no use for, with what to use instead;
+#: cli/app.py prints the hint when a command does not have the option.
+FOREIGN_OPTION_HINTS = {
+    "--bootstrap-server": _USE_DATA_DIR,  # Kafka's tools
+    "--broker-list": _USE_DATA_DIR,  # older console producer
+    "-b": _USE_DATA_DIR,  # kcat
+}
+
+
+def foreign_option_hint(option: str | None) -> str | None:
+    """The hint for an option plog does not have but kcat or a Kafka console tool does
+    (``--bootstrap-server``, ``-b``), or None."""
+    return FOREIGN_OPTION_HINTS.get(option or "")

@@ -7,10 +7,17 @@ from typing import List, Optional
 
 import typer
 
-from .common import data_dir_option, open_data_dir, quiet_option
+from .common import (data_dir_option, open_data_dir, parse_properties, pick_topic, property_option, quiet_option,
+                     topic_option)
+from .errors import PlogCliError
+from .exit_codes import ExitCode
 from .app import app
 
 NAMED_FORMATS = ("text", "jsonl", "json")
+#: kafka-console-consumer's formatter properties (engine.record_io.MESSAGE_FORMATTER_PROPERTIES),
+#: named here for --help without importing the engine.
+FORMATTER_PROPERTIES = ("print.key", "print.value", "print.timestamp", "print.partition", "print.offset",
+                        "print.headers", "key.separator", "line.separator", "headers.separator", "null.literal")
 
 
 @app.command(
@@ -22,34 +29,49 @@ NAMED_FORMATS = ("text", "jsonl", "json")
         "  plog consume orders --partition 0 --offset 100:+5 --format jsonl\n\n"
         "  plog consume orders --offset @-15m                   (from 15 minutes ago, then follow)\n\n"
         "  plog consume orders --group billing                  (committed offsets, auto-commit)\n\n"
+        "  plog consume -t orders -J -o s@1700000000000 -o e@1700003600000   (kcat's spellings)\n\n"
+        "  plog consume orders --property print.key=true --max-messages 10 -e   (console consumer's)\n\n"
         "--offset (per partition): earliest | latest | committed | N | +N (N after the log start) | -N "
         "(N before the end) | @<ms> | @<ISO-8601> | @-<duration> (@-15m, @-2h30m) | ranges A:B with B "
-        "exclusive (A:+N reads N records). Default: earliest, as kcat and rpk (kafka-console-consumer "
-        "starts at latest). With --group, positions come from the group's committed offsets, and "
-        "--offset earliest|latest only chooses where a partition without one starts "
+        "exclusive (A:+N reads N records). kcat's s@<ms> (start at a time) and e@<ms> (stop before the "
+        "first record at or after a time) may both be given. Default: earliest, as kcat and rpk "
+        "(kafka-console-consumer starts at latest). With --group, positions come from the group's committed "
+        "offsets, and --offset earliest|latest only chooses where a partition without one starts "
         "(auto.offset.reset); use plog groups reset-offsets to move a group.\n\n"
         "--format: text (the value, one per line), jsonl (one binary-safe JSON object per record: "
-        "topic, partition, offset, timestamp, timestampType, key, value, headers; plog produce "
+        "topic, partition, offset, timestamp, timestamp_type, key, value, headers; plog produce "
         "--input-format jsonl reads it back), json (one array), or a template: %t topic, %p partition, "
         "%o offset, %k key, %v value, %K key length, %S value length, %T timestamp, %h headers, %% and "
-        "\\n \\t escapes (null keys/values print empty, as in kcat).\n\n"
+        "\\n \\t escapes (null keys/values print empty, as in kcat). kcat's -J is --format jsonl, and "
+        "-K<delim> prints key<delim>value lines. --property takes kafka-console-consumer's formatter "
+        "properties with their meaning there (print.key=true prints key<TAB>value; key.separator; a null "
+        "key or value prints as null.literal, default null); separators take \\t, \\n and \\xHH escapes.\n\n"
         "--isolation-level read_committed skips aborted transactions and stops at the last stable "
         "offset. Without -e (or --count, or a range end) the command follows the topic, waiting for new "
-        "records, until Ctrl-C (which commits, with --group). Works read-only on a stopped broker's log "
+        "records, until Ctrl-C (which commits, with --group) or SIGTERM; the summary on stderr says how "
+        "many records were read. Works read-only on a stopped broker's log "
         "directory (--data-dir /var/lib/kafka), reading a group's offsets there but never committing.\n\n"
-        "Exit status: 0 success, 1 error, 2 usage error, 130 interrupted."
+        "Exit status: 0 success, 1 error, 2 usage error, 130 interrupted, 143 terminated."
     ),
 )
 def consume(
-    topic: str = typer.Argument(..., help="Topic to read."),
+    topic: Optional[str] = typer.Argument(None, help="Topic to read (or -t/--topic).", show_default=False),
+    name: Optional[str] = topic_option(),
     group: Optional[str] = typer.Option(None, "--group", "-g", help="Consumer group (subscribe, commit offsets)."),
     partition: Optional[List[int]] = typer.Option(None, "--partition", "-p", min=0,
                                                   help="Only these partitions (repeatable; no group rebalancing)."),
-    offset: Optional[str] = typer.Option(None, "--offset", "-o", help="Where to start (and stop); see below."),
+    offset: Optional[List[str]] = typer.Option(None, "--offset", "-o",
+                                               help="Where to start (and stop); see below. Given twice only as "
+                                                    "kcat's s@<ms> and e@<ms>."),
     from_beginning: bool = typer.Option(False, "--from-beginning", help="Same as --offset earliest."),
-    count: Optional[int] = typer.Option(None, "--count", "-c", min=0, help="Stop after this many records."),
+    count: Optional[int] = typer.Option(None, "--count", "-c", "--max-messages", min=0,
+                                        help="Stop after this many records."),
     exit_at_end: bool = typer.Option(False, "--exit-at-end", "-e", help="Stop at the end instead of following."),
     fmt: str = typer.Option("text", "--format", "-f", help="text, jsonl, json or a %-template."),
+    json_lines: bool = typer.Option(False, "-J", help="kcat's JSON output: the same as --format jsonl."),
+    key_delimiter: Optional[str] = typer.Option(None, "-K", "--key-delimiter", metavar="DELIM",
+                                                help="Print key<DELIM>value lines, as kcat's -K<delim>."),
+    properties: Optional[List[str]] = property_option("kafka-console-consumer formatter", FORMATTER_PROPERTIES),
     isolation_level: str = typer.Option("read_uncommitted", "--isolation-level",
                                         help="read_uncommitted or read_committed."),
     commit: bool = typer.Option(True, "--commit/--no-commit", help="With --group: commit offsets (auto-commit)."),
@@ -60,31 +82,24 @@ def consume(
 ) -> None:
     """Consume records: from offsets, times or a group's committed position; follow or exit at the end."""
     from plog.engine.consumer import Consumer
-    from plog.engine.errors import InvalidOffsetSpecError
-    from plog.engine.offset_spec import parse_offset_range
     import json
 
-    from plog.engine.record_io import compile_template, format_jsonl, record_to_json
+    from plog.engine.record_io import record_to_json
 
+    topic = pick_topic(topic, name)
     if isolation_level not in ("read_uncommitted", "read_committed"):
         raise typer.BadParameter("must be read_uncommitted or read_committed", param_hint="--isolation-level")
     if from_beginning:
-        if offset is not None:
+        if offset:
             raise typer.BadParameter("give --from-beginning or --offset, not both", param_hint="--offset")
-        offset = "earliest"
-    try:
-        rng = parse_offset_range(offset or "earliest")
-    except InvalidOffsetSpecError as e:
-        raise typer.BadParameter(str(e), param_hint="--offset") from None
+        offset = ["earliest"]
+    rng = _offset_range(offset)
     if group is not None and not partition:
         if rng.end is not None or rng.start.kind not in ("earliest", "latest", "committed"):
             raise typer.BadParameter("with --group, --offset is earliest or latest (where partitions without a "
                                      "committed offset start); use plog groups reset-offsets to move the group",
                                      param_hint="--offset")
-    if fmt in NAMED_FORMATS:
-        render = None if fmt == "text" else format_jsonl
-    else:
-        render = compile_template(fmt)
+    fmt, render = _renderer(fmt, json_lines, key_delimiter, properties)
     text_value = fmt == "text"
 
     dd = open_data_dir(data_dir)
@@ -101,11 +116,12 @@ def consume(
     first_json = True
     if fmt == "json":
         write(b"[")
+    interrupted = False
     try:
         if group is not None and not partition:
             consumer.subscribe([topic])
         else:
-            tps = [(topic, p) for p in (partition or range(dd.topic(topic).partitions))]
+            tps = [(topic, p) for p in partition] if partition else dd.readable_partitions(topic)
             consumer.assign(tps)
             _seek_all(consumer, tps, rng, ends)
         done = count == 0
@@ -157,15 +173,76 @@ def consume(
             if ends and all(tp in consumer.paused() for tp in consumer.assignment()):
                 break
             out.flush()
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli/signals.py): a clean stop that says what it read
+        interrupted = True
+        raise
     finally:
         if fmt == "json":
             write(b"\n]\n" if not first_json else b"]\n")
         try:
             out.flush()
         finally:
-            consumer.close()
+            try:
+                consumer.close()
+            finally:
+                if interrupted and not quiet:
+                    print(f"consumed {seen} record(s) from {topic}", file=sys.stderr)
     if not quiet:
         print(f"consumed {seen} record(s) from {topic}", file=sys.stderr)
+
+
+def _offset_range(values: list[str] | None):
+    """``--offset`` as one range. Given once: plog's offset language (or kcat's ``s@<ms>``,
+    ``e@<ms>``). Given twice: a start (plog's, or ``s@<ms>``) and kcat's end ``e@<ms>``."""
+    from plog.engine.errors import InvalidOffsetSpecError
+    from plog.engine.offset_spec import EARLIEST, OffsetRange, parse_offset, parse_offset_range
+
+    starts = [("@" + v[2:] if v.startswith("s@") else v) for v in values or () if not v.startswith("e@")]
+    ends = ["@" + v[2:] for v in values or () if v.startswith("e@")]
+    if len(starts) > 1 or len(ends) > 1:
+        raise typer.BadParameter(f"given {len(values)} times: give one, or a start and kcat's end e@<ms>",
+                                 param_hint="--offset")
+    try:
+        rng = parse_offset_range(starts[0]) if starts else OffsetRange(EARLIEST, None)
+        if ends:
+            if rng.end is not None:
+                raise typer.BadParameter(f"{starts[0]} already has an end: leave out e@ or the range end",
+                                         param_hint="--offset")
+            rng = OffsetRange(rng.start, parse_offset(ends[0]))
+    except InvalidOffsetSpecError as e:
+        raise typer.BadParameter(str(e), param_hint="--offset") from None
+    return rng
+
+
+def _renderer(fmt: str, json_lines: bool, key_delimiter: str | None, properties: list[str] | None):
+    """The output format and its record renderer (None for text and json, which the loop
+    writes itself) from --format and its kcat (-J, -K) and console-consumer (--property)
+    spellings, which exclude one another."""
+    from plog.engine.record_io import (MESSAGE_FORMATTER_PROPERTIES, ConsoleFormat, PropertyError,
+                                       compile_console_format, compile_template, format_jsonl,
+                                       properties_to_settings)
+
+    chosen = [what for what, on in (("--format", fmt != "text" and not (json_lines and fmt == "jsonl")),
+                                    ("-J", json_lines), ("-K", key_delimiter is not None),
+                                    ("--property", bool(properties))) if on]
+    if len(chosen) > 1:
+        raise PlogCliError(f"{' and '.join(chosen)} each choose the output format: give one of them",
+                           exit_code=ExitCode.USAGE)
+    if json_lines or fmt == "jsonl":
+        return "jsonl", format_jsonl
+    if key_delimiter is not None:
+        # kcat's -K<delim>: its format "%k<delim>%s\n" (the delimiter's escapes interpreted).
+        return "template", compile_template("%k" + key_delimiter.replace("%", "%%") + "%v\n")
+    if properties:
+        try:
+            settings = properties_to_settings(parse_properties(properties), MESSAGE_FORMATTER_PROPERTIES,
+                                              "kafka-console-consumer's formatter (plog consume --property)")
+        except PropertyError as e:
+            raise PlogCliError(str(e), exit_code=ExitCode.USAGE) from None
+        return "console", compile_console_format(ConsoleFormat(**settings))
+    if fmt in ("text", "json"):
+        return fmt, None
+    return "template", compile_template(fmt)
 
 
 def _seek_all(consumer, tps, rng, ends) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import select
 import sys
 from enum import Enum
@@ -10,10 +11,20 @@ from typing import List, Optional
 
 import typer
 
-from .common import data_dir_option, open_data_dir, quiet_option
+from .common import (data_dir_option, open_data_dir, parse_properties, pick_topic, property_option, quiet_option,
+                     topic_option, unescape)
 from .errors import PlogCliError
+from .exit_codes import ExitCode
 from .app import app
 from .output import parse_key_values
+
+#: kafka-console-producer's reader properties (engine.record_io.LINE_READER_PROPERTIES), named here
+#: for --help without importing the engine.
+READER_PROPERTIES = ("parse.key", "key.separator", "parse.headers", "headers.delimiter", "headers.separator",
+                     "headers.key.separator", "null.marker", "ignore.error")
+#: The summary names each partition's offsets up to this many partitions; beyond, it counts them
+#: (--verbose lists them all, a line each).
+SUMMARY_PARTITIONS = 4
 
 
 class InputFormat(str, Enum):
@@ -29,46 +40,95 @@ class Compression(str, Enum):
     zstd = "zstd"
 
 
-def _escape(text: str | None) -> bytes | None:
-    """A separator given on the command line: ``\\t``, ``\\n``, ``\\0`` and ``\\\\`` unescaped."""
-    if text is None:
-        return None
-    return text.encode("utf-8").decode("unicode_escape").encode("latin-1", "surrogateescape") \
-        if "\\" in text else text.encode("utf-8")
+# A Kafka topic name ([a-zA-Z0-9._-]+): a word after -K that cannot be one is kcat's delimiter.
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def kcat_key_delimiter(args: list[str], value_options: set[str]) -> list[str]:
+    """kcat's ``-K<delim>`` (``-K:``) as ``--key-separator <delim>``; also ``-K <delim>``
+    when the next word cannot be a topic name (``-K :``, ``-K '|'``). ``-K`` alone stays
+    ``--parse-key``. The value of an option in ``value_options`` and everything after
+    ``--`` are left alone."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out.extend(args[i:])
+            break
+        if arg in value_options:
+            out.extend(args[i:i + 2])
+            i += 2
+            continue
+        if arg.startswith("-K") and len(arg) > 2:
+            out += ["--key-separator", arg[2:]]
+        elif arg == "-K" and i + 1 < len(args) and not args[i + 1].startswith("-") \
+                and not _TOPIC_NAME.fullmatch(args[i + 1]):
+            out += ["--key-separator", args[i + 1]]
+            i += 1
+        else:
+            out.append(arg)
+        i += 1
+    return out
+
+
+class _ProduceCommand(typer.core.TyperCommand):
+    """``plog produce``, reading kcat's ``-K<delim>`` before Click does (Click reads ``-K:``
+    as the flag -K followed by an unknown option ``-:``)."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        value_options = {opt for p in self.params if not getattr(p, "is_flag", True) and not p.count
+                         for opt in p.opts}
+        return super().parse_args(ctx, kcat_key_delimiter(args, value_options))
 
 
 @app.command(
     "produce",
+    cls=_ProduceCommand,
     epilog=(
         "Examples:\n\n"
         "  seq 1000 | plog produce numbers\n\n"
         "  plog produce orders --key-separator ':' --file orders.txt       (lines key:value)\n\n"
         "  plog produce orders --headers --parse-key < in.txt             (h1:v1,h2:v2<TAB>key<TAB>value)\n\n"
         "  plog consume orders -e --format jsonl | plog produce copy --input-format jsonl\n\n"
+        "  plog produce -t orders -K:                                     (kcat's spelling: key:value)\n\n"
+        "  plog produce orders --property parse.key=true --property key.separator=:   (console producer's)\n\n"
         "Lines follow kafka-console-producer (LineMessageReader): with --headers, everything before the "
         "first --headers-delimiter is the header list; with --parse-key/--key-separator, the key comes "
         "next, up to the first separator; the rest of the line is the value. --null-marker makes a "
-        "key/value/header value equal to it null (a null value is a tombstone). jsonl takes the objects "
-        "plog consume --format jsonl and plog dump --format jsonl write (binary-safe: "
-        '{"base64": ...} for bytes that are not UTF-8).\n\n'
+        "key/value/header value equal to it null (a null value is a tombstone). Separators take \\t, \\n, "
+        "\\0 and \\xHH escapes. kcat's -K<delim> is --key-separator <delim>; -K alone is --parse-key. "
+        "--property takes kafka-console-producer's reader properties, with their meaning there "
+        "(key.separator alone does not turn parse.key on).\n\n"
+        "jsonl takes the objects plog consume --format jsonl and plog dump --format jsonl write, of this "
+        "version and older ones: value (null: a tombstone), key, headers, timestamp, partition; binary-safe "
+        '({"base64": ...} for bytes that are not UTF-8). headers is a list [{"key": "k", "value": "v"}, ...] '
+        '(what plog writes; a key may repeat) or an object {"k": "v", ...} (each name once, a repeated name '
+        'is an error; a value may be null or {"base64": ...}).\n\n'
         "Keyed records go where Kafka's Java client puts them (murmur2); keyless ones use Kafka's sticky "
         "partitioner. The topic is created (1 partition) if it does not exist, as a broker with "
         "auto.create.topics.enable does, and a missing data directory is created with one broker (plog init "
-        "makes bigger ones); --no-create refuses both instead.\n\n"
+        "makes bigger ones); both are said on stderr, and --no-create refuses them instead.\n\n"
         "Records go out in rounds of up to 1 MiB (max.request.size), when the input pauses, or after "
         "--linger-ms; each round is appended to the partition leader, fetched by the in-sync followers (--acks all "
         "waits for them, as Kafka) and fsynced before the next input is read, so "
-        "a round is one group commit. A summary goes to stderr. "
+        "a round is one group commit. A summary goes to stderr, also when interrupted (Ctrl-C, SIGTERM): "
+        f"the offsets written per partition, counts beyond {SUMMARY_PARTITIONS} partitions (--verbose: a line "
+        "per partition). "
         "A bad input line stops the run with its line number; records before it are produced, nothing "
         "after it is.\n\n"
-        "Exit status: 0 success, 1 error (bad input line, unknown partition, I/O), 2 usage error."
+        "Exit status: 0 success, 1 error (bad input line, unknown partition, I/O), 2 usage error, "
+        "130 interrupted, 143 terminated."
     ),
 )
 def produce(
-    topic: str = typer.Argument(..., help="Topic to produce to."),
+    topic: Optional[str] = typer.Argument(None, help="Topic to produce to (or -t/--topic).", show_default=False),
+    name: Optional[str] = topic_option(),
     file: Optional[str] = typer.Option(None, "--file", "-F", help="Read this file instead of stdin."),
     input_format: InputFormat = typer.Option(InputFormat.lines, "--input-format", "-i", help="Input format."),
-    parse_key: bool = typer.Option(False, "--parse-key", "-K", help="Lines carry a key before --key-separator."),
+    parse_key: bool = typer.Option(False, "--parse-key", "-K",
+                                   help="Lines carry a key before --key-separator (kcat's -K<delim> sets the "
+                                        "separator too)."),
     key_separator: Optional[str] = typer.Option(None, "--key-separator",
                                                 help="Key/value separator (implies --parse-key; default TAB)."),
     headers: bool = typer.Option(False, "--headers", help="Lines start with headers (k:v,k2:v2<TAB>)."),
@@ -89,41 +149,65 @@ def produce(
                                                    "has the records; min.insync.replicas applies)."),
     idempotence: bool = typer.Option(True, "--idempotence/--no-idempotence",
                                      help="Producer id and sequence numbers (Kafka's default)."),
-    create: bool = typer.Option(True, "--create/--no-create", help="Create a missing topic (1 partition) or data directory."),
-    quiet: bool = quiet_option("No summary on stderr."),
+    create: bool = typer.Option(True, "--create/--no-create",
+                                help="Create a missing topic (1 partition) or data directory (said on stderr)."),
+    properties: Optional[List[str]] = property_option("kafka-console-producer reader", READER_PROPERTIES),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="The summary lists every partition written."),
+    quiet: bool = quiet_option("No summary and no notices on stderr."),
     data_dir: str = data_dir_option(),
 ) -> None:
     """Produce records from stdin or a file: lines (with keys and headers) or binary-safe jsonl."""
-    from plog.engine.errors import EngineError, InputRecordError
+    from plog.engine.errors import EngineError, InputRecordError, LogDirError
     from plog.engine.producer import Producer
-    from plog.engine.record_io import LineParser, parse_jsonl
+    from plog.engine.record_io import (LINE_READER_PROPERTIES, LineParser, PropertyError, parse_jsonl,
+                                       properties_to_settings)
 
+    topic = pick_topic(topic, name)
     static_headers = [(k, v.encode("utf-8")) for k, v in parse_key_values(header, "--header").items()]
     if acks not in ("0", "1", "all", "-1"):
         raise typer.BadParameter("must be 0, 1, all or -1", param_hint="--acks")
+    try:
+        reader_properties = properties_to_settings(parse_properties(properties), LINE_READER_PROPERTIES,
+                                                   "kafka-console-producer's reader (plog produce --property)")
+    except PropertyError as e:
+        raise PlogCliError(str(e), exit_code=ExitCode.USAGE) from None
     parser = None
+    plain = False
     if input_format is InputFormat.lines:
+        settings = dict(parse_key=parse_key or key_separator is not None,
+                        key_separator=unescape(key_separator) if key_separator is not None else b"\t",
+                        parse_headers=headers, headers_delimiter=unescape(headers_delimiter),
+                        headers_separator=unescape(headers_separator),
+                        headers_key_separator=unescape(headers_key_separator),
+                        null_marker=unescape(null_marker) if null_marker is not None else None)
+        settings.update(reader_properties)
         try:
-            parser = LineParser(parse_key=parse_key or key_separator is not None,
-                                key_separator=_escape(key_separator) if key_separator is not None else b"\t",
-                                parse_headers=headers, headers_delimiter=_escape(headers_delimiter),
-                                headers_separator=_escape(headers_separator),
-                                headers_key_separator=_escape(headers_key_separator),
-                                null_marker=_escape(null_marker))
+            parser = LineParser(**settings)
         except ValueError as e:
-            raise typer.BadParameter(str(e), param_hint="--key-separator/--headers-*") from None
+            raise typer.BadParameter(str(e), param_hint="--key-separator/--headers-*/--property") from None
+        plain = not parser.parse_key and not parser.parse_headers and parser.null_marker is None \
+            and not static_headers
+    elif reader_properties:
+        raise PlogCliError("--property sets how lines are read (kafka-console-producer's reader), "
+                           "not jsonl: leave out --input-format jsonl or the --property", exit_code=ExitCode.USAGE)
     source = _open_input(file)
-    dd = open_data_dir(data_dir, create=create)
+    dd = _open_or_create(data_dir, create, quiet)
     producer = Producer(dd, batch_size=batch_size, linger_ms=linger_ms, compression_type=compression.value,
                         enable_idempotence=idempotence, acks=acks, auto_create_topics=create, hold_lock=True)
     interactive = _may_block(source)
     line_number = 0
     error: BaseException | None = None
+    interrupted = False
     try:
+        existed = dd.has_topic(topic) or (dd.reload() or dd.has_topic(topic))
         producer.partitions_for(topic)
+        if not existed:
+            # Visible, so that a typo in the topic name does not go unnoticed.
+            made = dd.topic(topic)
+            _notice(quiet, f"topic {topic} did not exist: created it with {made.partitions} partition(s), "
+                           f"replication factor {len(made.replicas[0]) if made.replicas else 0} "
+                           "(--no-create refuses)")
         send = producer.send
-        plain = parser is not None and not parse_key and key_separator is None and not headers \
-            and null_marker is None and not static_headers
         lines = _lines(source, producer if interactive else None)
         if plain:
             # The bulk path: chunks of values, no per-record parse or future.
@@ -148,24 +232,51 @@ def produce(
         error = e
     except EngineError as e:
         error = PlogCliError(f"line {line_number}: {e}") if line_number else e
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli/signals.py): a clean stop that says what it wrote
+        interrupted = True
+        raise
     finally:
         try:
-            # Records before a bad line were accepted: they are sent, then the error reported.
+            # Records before a bad line (or the interrupt) were accepted: they are sent, then
+            # the error reported.
             producer.close()
         except EngineError as e:
             error = e if error is None else PlogCliError(f"{error}; sending the records before it also failed: {e}")
         finally:
             if source is not sys.stdin.buffer:
                 source.close()
+            if interrupted and not quiet:
+                _print_summary(topic, producer.stats, verbose)
     if error is not None:
         # One line: what was produced before the failure goes into the error itself.
         from .app import one_line
 
-        done = _summary_text(topic, producer)
-        raise PlogCliError(f"{one_line(error)} ({done} before it)" if done else one_line(error),
+        done = summary_lines(topic, producer.stats, hint=False)[0]
+        raise PlogCliError(f"{one_line(error)} ({done} before it)" if producer.stats else one_line(error),
                            getattr(error, "exit_code", None)) from None
     if not quiet:
-        print(_summary_text(topic, producer) or f"produced 0 record(s) to {topic}", file=sys.stderr)
+        _print_summary(topic, producer.stats, verbose)
+
+
+def _open_or_create(data_dir: str, create: bool, quiet: bool):
+    """The data directory; with ``create``, a missing (or empty) one is made, and said."""
+    from plog.engine.errors import LogDirError
+
+    try:
+        return open_data_dir(data_dir)
+    except LogDirError:
+        if not create:
+            raise
+    # Only a missing or empty directory becomes a data directory: anything else fails here.
+    dd = open_data_dir(data_dir, create=True)
+    _notice(quiet, f"no data directory at {dd.path}: created one with 1 broker "
+                   "(plog init makes bigger ones; --no-create refuses)")
+    return dd
+
+
+def _notice(quiet: bool, text: str) -> None:
+    if not quiet:
+        print(f"plog: {text}", file=sys.stderr)
 
 
 def _open_input(file: str | None):
@@ -215,11 +326,28 @@ def _lines(source, producer):
                 yield line + b"\n"
 
 
-def _summary_text(topic: str, producer) -> str:
-    """``produced N record(s) to T: partition P: offsets A..B (n); ...``, or "" for none."""
-    stats = sorted(producer.stats.items(), key=lambda kv: kv[0].partition)
-    total = sum(s[2] for _, s in stats)
-    if not total:
-        return ""
-    parts = "; ".join(f"partition {tp.partition}: offsets {s[0]}..{s[1]} ({s[2]})" for tp, s in stats)
-    return f"produced {total} record(s) to {topic}: {parts}"
+def summary_lines(topic: str, stats: dict, *, verbose: bool = False, hint: bool = True) -> list[str]:
+    """What was written, from ``Producer.stats`` (partition -> [first offset, last offset,
+    count]). Up to :data:`SUMMARY_PARTITIONS` partitions, one line naming each:
+    ``produced N record(s) to T: partition P: offsets A..B (n); ...``. Beyond, one line of
+    counts: ``produced N record(s) to T in K partitions, a to b per partition`` (with
+    ``hint``: ``(--verbose lists them)``). ``verbose``: a first line, then one
+    ``  partition P: offsets A..B (n)`` per partition."""
+    rows = sorted(stats.items(), key=lambda kv: kv[0].partition)
+    head = f"produced {sum(s[2] for _, s in rows)} record(s) to {topic}"
+    if not rows:
+        return [head]
+    each = [f"partition {tp.partition}: offsets {s[0]}..{s[1]} ({s[2]})" for tp, s in rows]
+    if verbose:
+        return [f"{head} in {len(rows)} partition(s):"] + [f"  {line}" for line in each]
+    if len(rows) <= SUMMARY_PARTITIONS:
+        return [f"{head}: {'; '.join(each)}"]
+    counts = [s[2] for _, s in rows]
+    spread = f"{min(counts)} per partition" if min(counts) == max(counts) else \
+        f"{min(counts)} to {max(counts)} per partition"
+    return [f"{head} in {len(rows)} partitions, {spread}" + (" (--verbose lists them)" if hint else "")]
+
+
+def _print_summary(topic: str, stats: dict, verbose: bool) -> None:
+    for line in summary_lines(topic, stats, verbose=verbose):
+        print(line, file=sys.stderr)

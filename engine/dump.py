@@ -192,9 +192,9 @@ def log_header(path: str) -> tuple[str, dict]:
             end_offset, end_epoch = int(offset), int(epoch)
         except ValueError:
             raise FormatError(f"{name}: not a KRaft snapshot name (<20-digit offset>-<10-digit epoch>.checkpoint)") from None
-        return f"Snapshot end offset: {end_offset}, epoch: {end_epoch}", {"snapshotEndOffset": end_offset, "snapshotEpoch": end_epoch}
+        return f"Snapshot end offset: {end_offset}, epoch: {end_epoch}", {"snapshot_end_offset": end_offset, "snapshot_epoch": end_epoch}
     base = _base_offset(name)
-    return f"Log starting offset: {base}", {"baseOffset": base}
+    return f"Log starting offset: {base}", {"base_offset": base}
 
 
 def _base_offset(name: str) -> int:
@@ -410,7 +410,13 @@ class TextRenderer:
 
 
 class JsonRenderer:
-    """One JSON object per line on ``out``; every object has ``type`` and ``file``."""
+    """One JSON object per line on ``out``; every object has ``type`` and ``file``.
+
+    Field names are the text dump's labels in snake_case (``base_offset``,
+    ``partition_leader_epoch``, ``is_transactional``, ``key_size``...), as every JSON plog
+    writes. What Kafka itself encodes as JSON keeps Kafka's names: a control record's
+    ``value`` (Kafka's JSON converters: ``coordinatorEpoch``, ``leaderId``...) and the
+    internal-topic decoders' ``key_decoded``/``value_decoded``."""
 
     def __init__(self, options: DumpOptions, out: Line, err: Line):
         self.options = options
@@ -438,26 +444,26 @@ class JsonRenderer:
             obj["offset"] = batch.last_offset
         else:
             obj.update(
-                baseOffset=batch.base_offset,
-                lastOffset=batch.last_offset,
+                base_offset=batch.base_offset,
+                last_offset=batch.last_offset,
                 count=batch.records_count,
-                baseSequence=batch.base_sequence,
-                lastSequence=batch.last_sequence,
-                producerId=batch.producer_id,
-                producerEpoch=batch.producer_epoch,
-                partitionLeaderEpoch=batch.partition_leader_epoch,
-                isTransactional=batch.is_transactional,
-                isControl=batch.is_control,
-                deleteHorizonMs=batch.delete_horizon_ms,
+                base_sequence=batch.base_sequence,
+                last_sequence=batch.last_sequence,
+                producer_id=batch.producer_id,
+                producer_epoch=batch.producer_epoch,
+                partition_leader_epoch=batch.partition_leader_epoch,
+                is_transactional=batch.is_transactional,
+                is_control=batch.is_control,
+                delete_horizon_ms=batch.delete_horizon_ms,
             )
         obj.update(
-            timestampType=_tt(batch.timestamp_type),
-            maxTimestamp=batch.max_timestamp,
+            timestamp_type=_tt(batch.timestamp_type),
+            max_timestamp=batch.max_timestamp,
             size=batch.size_in_bytes,
             magic=batch.magic,
             compresscodec=batch.compression_name,
             crc=batch.crc,
-            isValid=batch.is_valid(),
+            is_valid=batch.is_valid(),
         )
         self._emit(obj)
 
@@ -471,24 +477,24 @@ class JsonRenderer:
                 "type": "record",
                 "file": path,
                 "offset": record.offset,
-                "timestampType": tt,
+                "timestamp_type": tt,
                 "timestamp": record.timestamp,
-                "keySize": -1 if key is None else len(key),
-                "valueSize": -1 if value is None else len(value),
+                "key_size": -1 if key is None else len(key),
+                "value_size": -1 if value is None else len(value),
             }
             if legacy:
-                obj["isValid"] = record.is_valid
+                obj["is_valid"] = record.is_valid
                 obj["crc"] = record.crc
             else:
                 obj["sequence"] = sequence
-                obj["headerKeys"] = [_java_text(k) for k, _ in record.headers]
+                obj["header_keys"] = [_java_text(k) for k, _ in record.headers]
                 obj["headers"] = encode_headers(record.headers)
             obj["key"] = encode_bytes(key)
             obj["value"] = encode_bytes(value)
             if control:
                 obj["control"] = _control_json(record)
             elif decoder is not None and not decoder.is_default:
-                obj["keyDecoded"], obj["valueDecoded"] = decoder.decode_json(record)
+                obj["key_decoded"], obj["value_decoded"] = decoder.decode_json(record)
             self._emit(obj)
 
     def trailing(self, path: str, position: int, length: int) -> None:
@@ -510,24 +516,24 @@ class JsonRenderer:
         obj = {
             "type": "producer-state",
             "file": path,
-            "producerId": e.producer_id,
-            "producerEpoch": e.producer_epoch,
-            "coordinatorEpoch": e.coordinator_epoch,
-            "currentTxnFirstOffset": None if e.current_txn_first_offset < 0 else e.current_txn_first_offset,
-            "lastTimestamp": e.timestamp,
+            "producer_id": e.producer_id,
+            "producer_epoch": e.producer_epoch,
+            "coordinator_epoch": e.coordinator_epoch,
+            "current_txn_first_offset": None if e.current_txn_first_offset < 0 else e.current_txn_first_offset,
+            "last_timestamp": e.timestamp,
         }
         if e.has_batch_metadata:
-            obj.update(firstSequence=e.first_sequence, lastSequence=e.last_sequence, lastOffset=e.last_offset,
-                       offsetDelta=e.offset_delta, timestamp=e.timestamp)
+            obj.update(first_sequence=e.first_sequence, last_sequence=e.last_sequence, last_offset=e.last_offset,
+                       offset_delta=e.offset_delta, timestamp=e.timestamp)
         self._emit(obj)
 
     def snapshot_error(self, path: str, message: str) -> None:
         self._emit({"type": "snapshot-error", "file": path, "message": message})
 
     def txn_entry(self, path: str, t) -> None:
-        self._emit({"type": "aborted-txn", "file": path, "version": t.version, "producerId": t.producer_id,
-                    "firstOffset": t.first_offset, "lastOffset": t.last_offset,
-                    "lastStableOffset": t.last_stable_offset})
+        self._emit({"type": "aborted-txn", "file": path, "version": t.version, "producer_id": t.producer_id,
+                    "first_offset": t.first_offset, "last_offset": t.last_offset,
+                    "last_stable_offset": t.last_stable_offset})
 
     def checkpoint_lines(self, path: str, lines: list[str], entries: list[dict]) -> None:
         for entry in entries:
@@ -535,21 +541,21 @@ class JsonRenderer:
 
     def index_mismatches(self, abs_path: str, pairs) -> None:
         for index_offset, log_offset in pairs:
-            self._emit({"type": "index-mismatch", "file": abs_path, "indexOffset": index_offset, "logOffset": log_offset})
+            self._emit({"type": "index-mismatch", "file": abs_path, "index_offset": index_offset, "log_offset": log_offset})
 
     def time_mismatches(self, abs_path: str, pairs) -> None:
         for index_ts, log_ts in pairs:
-            self._emit({"type": "timeindex-mismatch", "file": abs_path, "indexTimestamp": index_ts, "logTimestamp": log_ts})
+            self._emit({"type": "timeindex-mismatch", "file": abs_path, "index_timestamp": index_ts, "log_timestamp": log_ts})
 
     def time_out_of_order(self, abs_path: str, pairs) -> None:
         for index_ts, prev_ts in pairs:
-            self._emit({"type": "timeindex-out-of-order", "file": abs_path, "indexTimestamp": index_ts,
-                        "previousTimestamp": prev_ts})
+            self._emit({"type": "timeindex-out-of-order", "file": abs_path, "index_timestamp": index_ts,
+                        "previous_timestamp": prev_ts})
 
     def time_not_found(self, abs_path: str, pairs) -> None:
         for index_offset, log_offset in pairs:
-            self._emit({"type": "timeindex-offset-not-found", "file": abs_path, "indexOffset": index_offset,
-                        "logOffset": log_offset})
+            self._emit({"type": "timeindex-offset-not-found", "file": abs_path, "index_offset": index_offset,
+                        "log_offset": log_offset})
 
     def non_consecutive(self, abs_path: str, pairs) -> None:
         for prev, nxt in pairs:
@@ -564,7 +570,7 @@ def _control_json(record) -> dict:
     except FormatError as e:
         return {"error": e.reason}
     control_type = ControlRecordType.from_type_id(type_id)
-    obj: dict = {"controlType": control_type.name, "typeId": type_id, "keyVersion": version}
+    obj: dict = {"control_type": control_type.name, "type_id": type_id, "key_version": version}
     if control_type is not ControlRecordType.UNKNOWN:
         try:
             fields = decode_control_value(control_type, record.value)

@@ -51,13 +51,13 @@ def render_checkpoint(path: str) -> tuple[list[str], list[dict]]:
         entries = []
         for e in epochs:
             lines.append(f"epoch: {e.epoch} startOffset: {e.start_offset}")
-            entries.append({"type": "leader-epoch", "epoch": e.epoch, "startOffset": e.start_offset})
+            entries.append({"type": "leader-epoch", "epoch": e.epoch, "start_offset": e.start_offset})
         return lines, entries
     if name == "partition.metadata":
         meta = cp.parse_partition_metadata(data, where)
         topic_id = cp.uuid_to_base64url(meta.topic_id)
         return [f"version: {meta.version} topicId: {topic_id}"], [
-            {"type": "partition-metadata", "version": meta.version, "topicId": topic_id}
+            {"type": "partition-metadata", "version": meta.version, "topic_id": topic_id}
         ]
     if name == "meta.properties":
         props = cp.parse_properties(data)
@@ -65,7 +65,7 @@ def render_checkpoint(path: str) -> tuple[list[str], list[dict]]:
     if name == ".kafka_cleanshutdown":
         epoch = cp.parse_clean_shutdown(data, where)
         text = "no broker epoch (an empty marker, as Kafka <= 3.6 writes it)" if epoch is None else f"brokerEpoch: {epoch}"
-        return [f"Clean shutdown marker: {text}"], [{"type": "clean-shutdown", "brokerEpoch": epoch}]
+        return [f"Clean shutdown marker: {text}"], [{"type": "clean-shutdown", "broker_epoch": epoch}]
     raise ValueError(f"not a text checkpoint file: {name}")
 
 

@@ -9,17 +9,22 @@ Input (one :class:`ProducerRecord` per line):
   Kafka's rules and error texts, but on bytes, so any byte other than the separators passes
   through unchanged (Kafka decodes lines as UTF-8 and replaces invalid bytes).
 * :func:`parse_jsonl`: the objects ``plog consume --format jsonl`` writes, and the
-  ``"type":"record"`` objects of ``plog dump --format jsonl``; keys, values and header
-  values in the binary-safe convention of :mod:`plog.engine.binary_json`.
+  ``"type":"record"`` objects of ``plog dump --format jsonl`` (of this version and of older
+  ones, which spelled the same fields in camelCase); keys, values and header values in the
+  binary-safe convention of :mod:`plog.engine.binary_json`; headers as the list
+  ``[{"key", "value"}]`` or as an object ``{"name": value}``.
 
 Output (one :class:`ConsumerRecord` at a time):
 
 * :func:`format_jsonl` / :func:`record_to_json`: one compact JSON object per record, fields
-  ``topic, partition, offset, timestamp, timestampType, key, value, headers``.
+  ``topic, partition, offset, timestamp, timestamp_type, key, value, headers`` (Kafka's
+  ``ConsumerRecord`` names in snake_case, as every JSON plog writes).
   ``parse_jsonl(format_jsonl(r))`` gives back r's key, value, headers, timestamp and
   partition byte for byte, so ``plog consume --format jsonl | plog produce --input-format
   jsonl`` copies records exactly.
 * :func:`compile_template`: kcat's ``-f`` format strings (``%t %p %o %k %v %K %S %T %h``...).
+* :func:`compile_console_format`: kafka-console-consumer's ``DefaultMessageFormatter``
+  (``--property print.key=true``, ``key.separator``...), from :func:`console_format`.
 """
 
 from __future__ import annotations
@@ -244,11 +249,53 @@ def _json_bytes(obj: dict, name: str, line_number: int) -> bytes | None:
         _fail(line_number, f'"{name}": {e}')
 
 
-def _json_headers(raw: Any, line_number: int) -> list[tuple[str, bytes | None]]:
+class _Pairs(dict):
+    """A JSON object that remembers the first key it saw twice (``json`` keeps the last)."""
+
+    duplicate: str | None = None
+
+
+def _pairs(pairs: list) -> _Pairs:
+    obj = _Pairs()
+    for k, v in pairs:
+        if k in obj and obj.duplicate is None:
+            obj.duplicate = k
+        obj[k] = v
+    return obj
+
+
+_PAIRS_DECODER = json.JSONDecoder(object_pairs_hook=_pairs)
+_HEADERS_SHAPE = '"headers" must be a list of {"key": ..., "value": ...} or an object {"name": value, ...}'
+
+
+def _json_header_object(text: str, line_number: int) -> list[tuple[str, bytes | None]]:
+    """The object form ``{"name": value, ...}``: names are text, values any
+    :func:`binary_json.decode_bytes` form, in the order written. A name given twice is an
+    error: a JSON object cannot hold it twice (``json`` would keep the last silently), and
+    the list form can."""
+    # Decoded again with a hook that sees repeated names: only on this (rarer) path, so the
+    # common line keeps the C decoder without a hook.
+    raw = _PAIRS_DECODER.decode(text)["headers"]
+    if raw.duplicate is not None:
+        _fail(line_number, f'"headers": {json.dumps(raw.duplicate, ensure_ascii=False)} is given twice; '
+                           'repeated header names need the list form [{"key": ..., "value": ...}, ...]')
+    out = []
+    for name, value in raw.items():
+        try:
+            decoded = decode_bytes(value)
+        except ValueError as e:
+            _fail(line_number, f'"headers".{json.dumps(name, ensure_ascii=False)}: {e}')
+        out.append((name.encode("utf-8", "surrogatepass").decode("utf-8", "surrogateescape"), decoded))
+    return out
+
+
+def _json_headers(raw: Any, line_number: int, text: str = "") -> list[tuple[str, bytes | None]]:
     if raw is None:
         return []
+    if isinstance(raw, dict):
+        return _json_header_object(text, line_number)
     if not isinstance(raw, list):
-        _fail(line_number, '"headers" must be a list of {"key": ..., "value": ...}')
+        _fail(line_number, _HEADERS_SHAPE)
     out = []
     for n, h in enumerate(raw):
         if not isinstance(h, dict) or "key" not in h or "value" not in h:
@@ -270,15 +317,21 @@ def parse_jsonl(line: bytes, line_number: int) -> ProducerRecord | None:
     Accepted objects:
 
     * ``plog consume --format jsonl`` records: ``key``, ``value``, ``headers``,
-      ``timestamp`` and ``partition`` are used; ``topic``, ``offset``, ``timestampType``
+      ``timestamp`` and ``partition`` are used; ``topic``, ``offset``, ``timestamp_type``
       and any other field are ignored (the target topic is the command's; offsets are
       assigned by the log).
     * ``plog dump --format jsonl`` lines: a ``"type":"record"`` object gives key, value,
       headers and timestamp (no partition); objects of any other ``type`` (file, batch,
       index entries...) and control records (with a ``control`` field) give None.
 
+    Every field used has the same name in the camelCase JSON of older plog versions
+    (``timestampType``, ``baseOffset``...), so their output is read the same way.
+
     ``value`` is required (``null`` is a tombstone); ``key`` and ``headers`` may be left
     out. Keys, values and header values are :func:`binary_json.decode_bytes` forms.
+    ``headers`` is the list ``[{"key": k, "value": v}, ...]`` (what plog writes: any key
+    bytes, repeated keys) or an object ``{"k": v, ...}`` (text names, each once; values in
+    any ``decode_bytes`` form), in the order written.
     ``timestamp`` is an integer >= 0, or -1/null/absent for none; ``partition`` an integer
     >= 0 or null/absent. A blank line gives None. Anything else raises
     :class:`InputRecordError` with the line number.
@@ -322,7 +375,7 @@ def parse_jsonl(line: bytes, line_number: int) -> ProducerRecord | None:
     elif key is not None:
         key = _json_bytes(obj, "key", line_number)
     headers = get("headers")
-    headers = [] if headers is None or headers == [] else _json_headers(headers, line_number)
+    headers = [] if headers is None or headers == [] else _json_headers(headers, line_number, text)
     timestamp = get("timestamp")
     if timestamp is not None:
         timestamp = _json_int(obj, "timestamp", line_number, -1, INT64_MAX, "an integer >= 0 (or -1 for none)")
@@ -336,13 +389,13 @@ def parse_jsonl(line: bytes, line_number: int) -> ProducerRecord | None:
 
 def record_to_json(rec: ConsumerRecord) -> dict:
     """The JSON object of one record, fields in this order: topic, partition, offset,
-    timestamp, timestampType, key, value, headers (``[{"key", "value"}]``)."""
+    timestamp, timestamp_type, key, value, headers (``[{"key", "value"}]``)."""
     return {
         "topic": rec.topic,
         "partition": rec.partition,
         "offset": rec.offset,
         "timestamp": rec.timestamp,
-        "timestampType": rec.timestamp_type,
+        "timestamp_type": rec.timestamp_type,
         "key": encode_bytes(rec.key),
         "value": encode_bytes(rec.value),
         "headers": encode_headers(rec.headers),
@@ -414,7 +467,7 @@ def format_jsonl(rec: ConsumerRecord) -> bytes:
         except (UnicodeDecodeError, AttributeError):
             value_json = _bytes_json(value)
     return (f'{{"topic":{topic},"partition":{rec.partition},"offset":{rec.offset},'
-            f'"timestamp":{rec.timestamp},"timestampType":{tt},"key":{key_json},"value":{value_json},'
+            f'"timestamp":{rec.timestamp},"timestamp_type":{tt},"key":{key_json},"value":{value_json},'
             f'"headers":{_headers_json(headers) if headers else "[]"}}}\n').encode("utf-8")
 
 
@@ -608,17 +661,146 @@ def compile_template(fmt: str) -> Callable[[ConsumerRecord], bytes]:
     return render
 
 
+# -- console tools' --property settings ------------------------------------------------------
+
+
+class PropertyError(EngineError, ValueError):
+    """A ``--property NAME=VALUE`` the console tool's reader or formatter does not have, or a
+    value it cannot take (a boolean property that is not true or false)."""
+
+
+#: kafka-console-producer's ``LineMessageReader`` properties, as :class:`LineParser` keywords.
+LINE_READER_PROPERTIES = {
+    "parse.key": "parse_key",
+    "key.separator": "key_separator",
+    "parse.headers": "parse_headers",
+    "headers.delimiter": "headers_delimiter",
+    "headers.separator": "headers_separator",
+    "headers.key.separator": "headers_key_separator",
+    "null.marker": "null_marker",
+    "ignore.error": "ignore_error",
+}
+
+#: kafka-console-consumer's ``DefaultMessageFormatter`` properties, as :class:`ConsoleFormat`
+#: fields (``print.delivery`` is the share consumer's; deserializers are Java classes).
+MESSAGE_FORMATTER_PROPERTIES = {
+    "print.timestamp": "print_timestamp",
+    "print.key": "print_key",
+    "print.value": "print_value",
+    "print.partition": "print_partition",
+    "print.offset": "print_offset",
+    "print.headers": "print_headers",
+    "key.separator": "key_separator",
+    "line.separator": "line_separator",
+    "headers.separator": "headers_separator",
+    "null.literal": "null_literal",
+}
+
+
+def properties_to_settings(properties: dict[str, bytes], table: dict[str, str], tool: str) -> dict[str, bool | bytes]:
+    """Console-tool properties (``name -> value bytes``) as keyword settings through
+    ``table`` (:data:`LINE_READER_PROPERTIES` or :data:`MESSAGE_FORMATTER_PROPERTIES`).
+
+    Switches (``parse.*``, ``print.*``, ``ignore.error``) take ``true`` or ``false`` (any
+    case; Kafka reads anything but ``true`` as false, plog refuses it, so a typo in a value is
+    not silently "off"); the others are bytes as given.
+    Raises :class:`PropertyError` naming the property and what ``tool`` supports."""
+    out: dict[str, bool | bytes] = {}
+    for name, value in properties.items():
+        setting = table.get(name)
+        if setting is None:
+            raise PropertyError(f"unknown property {name!r} for {tool}; supported: {', '.join(table)}")
+        if name.startswith(("parse.", "print.")) or name == "ignore.error":
+            flag = value.strip().lower()
+            if flag not in (b"true", b"false"):
+                raise PropertyError(f"property {name} must be true or false, not "
+                                    f"{value.decode('utf-8', 'replace')!r}")
+            out[setting] = flag == b"true"
+        else:
+            out[setting] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleFormat:
+    """kafka-console-consumer's ``DefaultMessageFormatter`` settings, Kafka's defaults:
+    the value alone, then a newline."""
+
+    print_timestamp: bool = False
+    print_key: bool = False
+    print_value: bool = True
+    print_partition: bool = False
+    print_offset: bool = False
+    print_headers: bool = False
+    key_separator: bytes = b"\t"
+    line_separator: bytes = b"\n"
+    headers_separator: bytes = b","
+    null_literal: bytes = b"null"
+
+
+def compile_console_format(fmt: ConsoleFormat) -> Callable[[ConsumerRecord], bytes]:
+    """A function ``record -> bytes`` writing what ``DefaultMessageFormatter.writeTo`` writes:
+    the chosen columns in the order timestamp (``CreateTime:<ms>``, ``LogAppendTime:<ms>`` or
+    ``NO_TIMESTAMP``), ``Partition:<p>``, ``Offset:<o>``, headers (``k:v`` joined by
+    ``headers_separator``, or ``NO_HEADERS``), key, value; ``key_separator`` between columns
+    and ``line_separator`` after the last one (nothing at all when no column is chosen). A
+    null key, value or header value is ``null_literal``."""
+    null = fmt.null_literal
+    hsep = fmt.headers_separator
+
+    def timestamp(r: ConsumerRecord) -> bytes:
+        if r.timestamp_type == "NoTimestampType":
+            return b"NO_TIMESTAMP"
+        return b"%s:%d" % (r.timestamp_type.encode("ascii"), r.timestamp)
+
+    def headers(r: ConsumerRecord) -> bytes:
+        if not r.headers:
+            return b"NO_HEADERS"
+        return hsep.join(k.encode("utf-8", "surrogateescape") + b":" + (null if v is None else bytes(v))
+                         for k, v in r.headers)
+
+    def key(r: ConsumerRecord) -> bytes:
+        return null if r.key is None else bytes(r.key)
+
+    def value(r: ConsumerRecord) -> bytes:
+        return null if r.value is None else bytes(r.value)
+
+    columns = [getter for on, getter in (
+        (fmt.print_timestamp, timestamp),
+        (fmt.print_partition, lambda r: b"Partition:%d" % r.partition),
+        (fmt.print_offset, lambda r: b"Offset:%d" % r.offset),
+        (fmt.print_headers, headers),
+        (fmt.print_key, key),
+        (fmt.print_value, value),
+    ) if on]
+    if not columns:
+        return lambda rec: b""
+    sep, end = fmt.key_separator, fmt.line_separator
+    join = sep.join
+
+    def render(rec: ConsumerRecord) -> bytes:
+        return join([c(rec) for c in columns]) + end
+
+    return render
+
+
 __all__ = [
     "DEFAULT_TEMPLATE",
     "TEMPLATE_HELP",
     "TEMPLATE_TOKENS",
+    "ConsoleFormat",
     "ConsumerRecord",
+    "LINE_READER_PROPERTIES",
     "LineParser",
+    "MESSAGE_FORMATTER_PROPERTIES",
+    "PropertyError",
     "ProducerRecord",
     "TemplateError",
+    "compile_console_format",
     "compile_template",
     "format_jsonl",
     "parse_jsonl",
+    "properties_to_settings",
     "record_to_json",
     "template_parts",
 ]

@@ -1084,7 +1084,7 @@ _TS_TYPE_NAMES = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
 def format_record_jsonl(rec: ScanRecord) -> bytes:
     """One search result as a JSON line: ``plog consume --format jsonl``'s fields (so
     ``plog produce --input-format jsonl`` takes it back) followed by where the record is:
-    ``segment``, ``position`` (of its batch), ``baseOffset``, ``producerId``, ``codec``."""
+    ``segment``, ``position`` (of its batch), ``base_offset``, ``producer_id``, ``codec``."""
     from .record_io import ConsumerRecord, format_jsonl
     import json
 
@@ -1092,7 +1092,7 @@ def format_record_jsonl(rec: ScanRecord) -> bytes:
                                        _TS_TYPE_NAMES.get(rec.timestamp_type, "NoTimestampType"),
                                        rec.key, rec.value, rec.headers))
     extra = (f',"segment":{json.dumps(rec.segment)},"position":{rec.position},'
-             f'"baseOffset":{rec.base_offset},"producerId":{rec.producer_id},"codec":"{rec.codec}"}}\n')
+             f'"base_offset":{rec.base_offset},"producer_id":{rec.producer_id},"codec":"{rec.codec}"}}\n')
     return line[:-2] + extra.encode("utf-8")
 
 

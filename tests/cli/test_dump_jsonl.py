@@ -1,7 +1,8 @@
 """``plog dump --format jsonl`` carries every field the text dump shows, plus header values.
 
 For every corpus file the text and the JSON lines of the same dump are compared field by
-field: each ``name: value`` pair of a text line must equal the matching JSON field.
+field: each ``name: value`` pair of a text line must equal the JSON field of the same name in
+snake_case (``baseOffset`` -> ``base_offset``), the one JSON convention of every plog command.
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ FILES = distinct_contents(
     corpus_files(lambda f: f.endswith((".log", ".index", ".timeindex", ".snapshot", ".checkpoint", ".txnindex"))))
 SMALL = [p for p in FILES if p.stat().st_size <= (1 << 20)]
 PAIR = re.compile(r"(\w+): (\[[^\]]*\]|\S+)")
-TEXT_TO_JSON = {"isvalid": "isValid", "compresscodec": "compresscodec", "size": "size"}
+TEXT_TO_JSON = {"isvalid": "is_valid"}  # Kafka prints the batch's isValid in lower case
+
+
+def _json_name(label: str) -> str:
+    """The JSON field of a text label: Kafka's camelCase name in snake_case."""
+    return TEXT_TO_JSON.get(label) or re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m.group(1).lower(), label)
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -60,16 +66,17 @@ def _text_fields(line: str) -> dict:
     if control:
         line = line[: control.start()]
         if control.group(2):
-            fields["control"] = {"controlType": control.group(2), "coordinatorEpoch": int(control.group(3))}
+            # coordinatorEpoch: the marker's value, Kafka's own JSON (camelCase, as Kafka encodes it).
+            fields["control"] = {"control_type": control.group(2), "coordinatorEpoch": int(control.group(3))}
         elif control.group(4):
             fields["control"] = {"value": json.loads(control.group(5))}
         else:
-            fields["control"] = {"controlType": control.group(6), "typeId": int(control.group(7))}
+            fields["control"] = {"control_type": control.group(6), "type_id": int(control.group(7))}
     for name, value in PAIR.findall(line.split(" key: ")[0].split(" payload: ")[0]):
         if name in ("CreateTime", "LogAppendTime", "NoTimestampType"):
-            fields["timestampType"] = name
+            fields["timestamp_type"] = name
             name = "timestamp"
-        fields[TEXT_TO_JSON.get(name, name)] = _value(value)
+        fields[_json_name(name)] = _value(value)
     return fields
 
 
@@ -98,9 +105,9 @@ def test_jsonl_carries_every_text_field(corpus, path):
     for line, obj in zip(body, records):
         fields = _text_fields(line)
         if "timestamp" in fields and obj["type"] == "batch":
-            fields["maxTimestamp"] = fields.pop("timestamp")
+            fields["max_timestamp"] = fields.pop("timestamp")
         for name, value in fields.items():
-            if obj["type"] == "producer-state" and name == "currentTxnFirstOffset":
+            if obj["type"] == "producer-state" and name == "current_txn_first_offset":
                 assert obj[name] == value
                 continue
             assert name in obj, (name, line, obj)
@@ -111,7 +118,7 @@ def test_jsonl_carries_every_text_field(corpus, path):
                 continue
             assert obj[name] == value, (name, line, obj)
         if obj["type"] == "record" and "headers" in obj:
-            assert [h["key"] for h in obj["headers"]] == obj["headerKeys"]
+            assert [h["key"] for h in obj["headers"]] == obj["header_keys"]
 
 
 @pytest.mark.parametrize("path", [p for p in SMALL if p.suffix == ".log"][:25], ids=lambda p: str(p.relative_to(p.parents[2])))
@@ -152,6 +159,24 @@ def test_jsonl_is_binary_safe(tmp_path):
     assert record["headers"] == [{"key": "h", "value": {"base64": "ww=="}}, {"key": "ok", "value": None}]
 
 
+SNAKE = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@pytest.mark.parametrize("path", [p for p in SMALL if p.suffix in (".log", ".snapshot", ".txnindex", ".checkpoint")][:40],
+                         ids=lambda p: str(p.relative_to(p.parents[2])))
+def test_field_names_are_snake_case(corpus, path):
+    """One JSON convention (issue 21, item 11): every field plog names is snake_case, as in
+    ls, verify and lookup. Only what Kafka itself encodes as JSON (a control record's value,
+    the decoders' key_decoded/value_decoded) keeps Kafka's names."""
+    opts = ["--deep-iteration"] if path.suffix in (".log", ".checkpoint") else []
+    _, jsonl = run(*opts, "--format", "jsonl", str(path))
+    names = set()
+    for obj in map(json.loads, jsonl.split("\n")[:-1]):
+        names.update(obj)
+        names.update(obj.get("control", {}))
+    assert all(SNAKE.fullmatch(n) for n in names), sorted(n for n in names if not SNAKE.fullmatch(n))
+
+
 TEXT_CHECKPOINTS = corpus_files(lambda f: f in (
     "recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint",
     "cleaner-offset-checkpoint", "leader-epoch-checkpoint", "partition.metadata", "meta.properties",
@@ -181,16 +206,18 @@ def test_text_checkpoint_files_dump_their_entries(corpus, path):
     elif path.name == "leader-epoch-checkpoint":
         epochs = cp.parse_leader_epoch_checkpoint(data)
         assert lines[2:] == [f"epoch: {e.epoch} startOffset: {e.start_offset}" for e in epochs]
-        assert [(o["epoch"], o["startOffset"]) for o in objects] == [tuple(e) for e in epochs]
+        assert [(o["epoch"], o["start_offset"]) for o in objects] == [tuple(e) for e in epochs]
     elif path.name == "partition.metadata":
         meta = cp.parse_partition_metadata(data)
         assert lines[1] == f"version: {meta.version} topicId: {cp.uuid_to_base64url(meta.topic_id)}"
+        assert objects == [{"file": str(path), "type": "partition-metadata", "version": meta.version,
+                            "topic_id": cp.uuid_to_base64url(meta.topic_id)}]
     elif path.name == "meta.properties":
         assert objects[0]["properties"] == cp.parse_properties(data)
         assert lines[1:] == [f"{k}={v}" for k, v in cp.parse_properties(data).items()]
     else:
         assert lines[1].startswith("Clean shutdown marker: ")
-        assert objects[0]["brokerEpoch"] == cp.parse_clean_shutdown(data)
+        assert objects[0]["broker_epoch"] == cp.parse_clean_shutdown(data)
 
 
 def test_every_text_checkpoint_kind_is_in_the_corpus(corpus):

@@ -6,7 +6,8 @@
 * JSON lines: ``parse_jsonl(format_jsonl(r))`` round-trips arbitrary bytes; the output
   equals ``json.dumps`` of ``record_to_json``; ``plog dump --format jsonl`` output of real
   corpus segments is accepted and gives the records ``plog.formats`` decodes.
-* kcat-style templates.
+* kcat-style templates, and kafka-console-consumer's ``DefaultMessageFormatter`` output for
+  its ``--property`` settings.
 """
 
 from __future__ import annotations
@@ -26,13 +27,19 @@ from plog.engine.errors import InputRecordError
 from plog.engine.file_records import FileBatches
 from plog.engine.record_io import (
     DEFAULT_TEMPLATE,
+    LINE_READER_PROPERTIES,
+    MESSAGE_FORMATTER_PROPERTIES,
+    ConsoleFormat,
     ConsumerRecord,
     LineParser,
     ProducerRecord,
+    PropertyError,
     TemplateError,
+    compile_console_format,
     compile_template,
     format_jsonl,
     parse_jsonl,
+    properties_to_settings,
     record_to_json,
     template_parts,
 )
@@ -324,7 +331,7 @@ def test_jsonl_round_trip(rec):
     # The fast path writes exactly what json.dumps writes for record_to_json.
     obj = record_to_json(rec)
     assert line == (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-    assert list(json.loads(line)) == ["topic", "partition", "offset", "timestamp", "timestampType", "key",
+    assert list(json.loads(line)) == ["topic", "partition", "offset", "timestamp", "timestamp_type", "key",
                                       "value", "headers"]
 
 
@@ -333,13 +340,13 @@ def test_jsonl_shape():
                          (("h", b"v"), ("n", None), ("\udcff", b"x")))
     assert json.loads(format_jsonl(rec)) == {
         "topic": "orders", "partition": 3, "offset": 42, "timestamp": 1_700_000_000_000,
-        "timestampType": "CreateTime", "key": "k", "value": {"base64": "/wA="},
+        "timestamp_type": "CreateTime", "key": "k", "value": {"base64": "/wA="},
         "headers": [{"key": "h", "value": "v"}, {"key": "n", "value": None},
                     {"key": {"base64": "/w=="}, "value": "x"}],
     }
     tomb = ConsumerRecord("t", 0, 0, 5, "LogAppendTime", None, None, ())
     assert format_jsonl(tomb) == (b'{"topic":"t","partition":0,"offset":0,"timestamp":5,'
-                                  b'"timestampType":"LogAppendTime","key":null,"value":null,"headers":[]}\n')
+                                  b'"timestamp_type":"LogAppendTime","key":null,"value":null,"headers":[]}\n')
     assert format_jsonl(ConsumerRecord("t", 0, 0, 5, "CreateTime", None, "é\u2028".encode(), ())) \
         .endswith('"value":"é\u2028","headers":[]}\n'.encode())  # ensure_ascii=False
 
@@ -357,17 +364,31 @@ def test_v0_timestamp_reads_as_none():
     (b'{"value":"v","timestamp":-1}', ProducerRecord(b"v")),
     (b'{"value":{"base64":"AP8="},"headers":[{"key":"a","value":{"base64":""}}]}',
      ProducerRecord(b"\x00\xff", None, [("a", b"")])),
+    (b'{"topic":"other","offset":99,"timestamp_type":"LogAppendTime","value":"v","extra":[1]}', ProducerRecord(b"v")),
+    # what older plog versions wrote: the same fields in camelCase
     (b'{"topic":"other","offset":99,"timestampType":"LogAppendTime","value":"v","extra":[1]}', ProducerRecord(b"v")),
     (b'{"value":"\\ud800"}', ProducerRecord(b"\xed\xa0\x80")),  # a lone surrogate escape: surrogatepass
+    # headers as an object: names once each, values in any binary-safe form, in order
+    (b'{"value":"v","headers":{"b":"1","a":{"base64":"/w=="},"n":null}}',
+     ProducerRecord(b"v", None, [("b", b"1"), ("a", b"\xff"), ("n", None)])),
+    (b'{"value":"v","headers":{}}', ProducerRecord(b"v")),
     # plog dump --format jsonl
+    (b'{"type":"record","file":"x.log","offset":5,"timestamp_type":"CreateTime","timestamp":9,"key_size":-1,'
+     b'"value_size":1,"sequence":-1,"header_keys":["h"],"headers":[{"key":"h","value":null}],"key":null,"value":"v"}',
+     ProducerRecord(b"v", None, [("h", None)], None, 9)),
+    (b'{"type":"record","file":"x.log","offset":5,"timestamp":-1,"is_valid":true,"crc":1,"key":"k","value":"v"}',
+     ProducerRecord(b"v", b"k")),  # a legacy v0 message: no headers, no timestamp
+    # ... and as older plog versions wrote it (camelCase)
     (b'{"type":"record","file":"x.log","offset":5,"timestampType":"CreateTime","timestamp":9,"keySize":-1,'
      b'"valueSize":1,"sequence":-1,"headerKeys":["h"],"headers":[{"key":"h","value":null}],"key":null,"value":"v"}',
      ProducerRecord(b"v", None, [("h", None)], None, 9)),
     (b'{"type":"record","file":"x.log","offset":5,"timestamp":-1,"isValid":true,"crc":1,"key":"k","value":"v"}',
-     ProducerRecord(b"v", b"k")),  # a legacy v0 message: no headers, no timestamp
+     ProducerRecord(b"v", b"k")),
     (b'{"type":"record","partition":4,"value":"v"}', ProducerRecord(b"v")),  # dump objects have no partition
     (b'{"type":"record","file":"x.log","offset":5,"timestamp":9,"key":{"base64":"AAA="},"value":{"base64":"AAA="},'
      b'"control":{"type":"COMMIT","version":0,"coordinatorEpoch":0}}', None),
+    (b'{"type":"batch","file":"x.log","base_offset":0}', None),
+    (b'{"type":"file","file":"x.log","kind":"log","base_offset":0}', None),
     (b'{"type":"batch","file":"x.log","baseOffset":0}', None),
     (b'{"type":"file","file":"x.log","kind":"log","baseOffset":0}', None),
     (b'{"type":"index-entry","file":"x.index","offset":1,"position":2}', None),
@@ -403,7 +424,11 @@ def test_parse_jsonl(line, expected):
     (b'{"value":"v","partition":-1}', '"partition" must be an integer >= 0, got -1'),
     (b'{"value":"v","partition":2147483648}', '"partition" must be'),
     (b'{"value":"v","partition":false}', '"partition" must be'),
-    (b'{"value":"v","headers":{"a":"b"}}', '"headers" must be a list'),
+    (b'{"value":"v","headers":"a:b"}', '"headers" must be a list of {"key": ..., "value": ...} or an object'),
+    (b'{"value":"v","headers":{"a":"b","a":"c"}}', '"headers": "a" is given twice; repeated header names need '
+                                                    'the list form'),
+    (b'{"value":"v","headers":{"a":1}}', '"headers"."a": expected null, a string or {"base64": "..."}'),
+    (b'{"value":"v","headers":{"a":{"base64":"!"}}}', '"headers"."a": invalid base64'),
     (b'{"value":"v","headers":["a","b"]}', '"headers"[0] must be an object'),
     (b'{"value":"v","headers":[{"key":"a"}]}', '"headers"[0] must be an object'),
     (b'{"value":"v","headers":[{"key":null,"value":"b"}]}', '"headers"[0]: a header key cannot be null'),
@@ -566,3 +591,42 @@ def test_random_templates_compile_or_raise_the_typed_error(fmt):
 def test_record_to_json_is_binary_safe_json():
     obj = record_to_json(REC)
     assert obj["key"] == encode_bytes(REC.key) and obj["headers"][1] == {"key": "b", "value": None}
+
+
+# -- kafka-console-consumer's DefaultMessageFormatter (--property) -----------------------------
+
+
+@pytest.mark.parametrize("settings,rec,expected", [
+    ({}, REC, b"hello\n"),
+    ({}, NULLS, b"null\n"),
+    ({"print_key": True}, REC, b"k1\thello\n"),
+    ({"print_key": True}, NULLS, b"null\tnull\n"),
+    ({"print_key": True, "key_separator": b" => ", "null_literal": b""}, NULLS, b" => \n"),
+    ({"print_timestamp": True, "print_partition": True, "print_offset": True, "print_headers": True,
+      "print_key": True}, REC, b"CreateTime:1700000000123\tPartition:3\tOffset:42\ta:1,b:null,c:\tk1\thello\n"),
+    ({"print_timestamp": True, "print_headers": True, "headers_separator": b"|"}, NULLS,
+     b"NO_TIMESTAMP\tNO_HEADERS\tnull\n"),
+    ({"print_headers": True, "headers_separator": b"|", "print_value": False}, REC, b"a:1|b:null|c:\n"),
+    ({"print_offset": True, "print_value": False, "line_separator": b"\r\n"}, REC, b"Offset:42\r\n"),
+    ({"print_value": False}, REC, b""),  # nothing chosen: nothing written, not even a line separator
+    ({"print_key": True, "print_value": False}, EMPTY, b"\n"),
+])
+def test_console_format(settings, rec, expected):
+    """Kafka's DefaultMessageFormatter.writeTo: columns in its order, key.separator between
+    them, line.separator after the last, null.literal for nulls, NO_TIMESTAMP/NO_HEADERS."""
+    assert compile_console_format(ConsoleFormat(**settings))(rec) == expected
+
+
+def test_properties_to_settings():
+    assert properties_to_settings({"print.key": b" TRUE ", "key.separator": b":", "print.value": b"false"},
+                                  MESSAGE_FORMATTER_PROPERTIES, "the formatter") == \
+        {"print_key": True, "key_separator": b":", "print_value": False}
+    assert properties_to_settings({"parse.key": b"true", "ignore.error": b"false", "null.marker": b"-"},
+                                  LINE_READER_PROPERTIES, "the reader") == \
+        {"parse_key": True, "ignore_error": False, "null_marker": b"-"}
+    assert set(LINE_READER_PROPERTIES.values()) <= set(LineParser.__init__.__code__.co_varnames)
+    assert set(MESSAGE_FORMATTER_PROPERTIES.values()) == set(ConsoleFormat.__dataclass_fields__)
+    with pytest.raises(PropertyError, match=r"unknown property 'print.key' for the reader; supported: parse.key, "):
+        properties_to_settings({"print.key": b"true"}, LINE_READER_PROPERTIES, "the reader")
+    with pytest.raises(PropertyError, match=r"^property print.key must be true or false, not 'on'$"):
+        properties_to_settings({"print.key": b"on"}, MESSAGE_FORMATTER_PROPERTIES, "the formatter")

@@ -845,7 +845,7 @@ def test_format_record_jsonl_parses_back(predicate_dir, kinds_dir):
         obj = json.loads(line)
         assert (obj["topic"], obj["partition"], obj["offset"], obj["timestamp"]) == (
             rec.topic, rec.partition, rec.offset, rec.timestamp)
-        assert (obj["segment"], obj["position"], obj["baseOffset"], obj["producerId"], obj["codec"]) == (
+        assert (obj["segment"], obj["position"], obj["base_offset"], obj["producer_id"], obj["codec"]) == (
             rec.segment, rec.position, rec.base_offset, rec.producer_id, rec.codec)
         if rec.value is not None and not _utf8(rec.value):
             assert set(obj["value"]) == {"base64"}

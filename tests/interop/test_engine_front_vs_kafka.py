@@ -566,7 +566,7 @@ def _consume_jsonl(log_dir: Path, topic: str, isolation: str) -> dict:
         assert r["topic"] == topic
         out.setdefault((topic, r["partition"]), []).append(
             (r["offset"], decode_bytes(r["key"]), decode_bytes(r["value"]),
-             tuple((h["key"], decode_bytes(h["value"])) for h in r["headers"]), r["timestamp"], r["timestampType"]))
+             tuple((h["key"], decode_bytes(h["value"])) for h in r["headers"]), r["timestamp"], r["timestamp_type"]))
     for tp, records in out.items():
         offsets = [r[0] for r in records]
         assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets), tp
