@@ -4,21 +4,24 @@
   :class:`SparkSetupError` saying how to install it.
 * Local masters run executors with this interpreter (``PYSPARK_PYTHON`` defaults to
   ``sys.executable``: pyspark's own default is ``python3`` on PATH, which may lack plog and
-  pyarrow). On a cluster, set ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) to an
-  interpreter that exists on every worker; plog checks its version on an executor and says
-  what to do when it differs from the driver's.
+  pyarrow); :func:`plog.spark_tasks.register` does the same for the data source in a
+  session someone else built (:func:`driver_python_for_workers`). On a cluster, set
+  ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) to an interpreter that exists on every
+  worker; plog checks its version on an executor and says what to do when it differs from
+  the driver's.
 * Under ``spark-submit`` (``PYSPARK_GATEWAY_PORT`` set) the master comes from the submit
   command; plog sets one only when asked to.
 * Spark's JVM writes its log4j output and warnings to stderr/stdout. The JVM is started
   with both redirected to a log file (:attr:`SparkHandle.log_path`), so plog's stdout
   carries data only and stderr only plog's own messages; the file is named in errors.
 * For a non-local master, plog's own package (pure Python) is zipped and added with
-  ``addPyFile`` so executors and the data source planner can import it. pyarrow (compiled)
-  must be installed on the workers.
+  ``addPyFile`` (:func:`ship_package`, also by ``register``) so executors and the data
+  source planner can import it. pyarrow (compiled) must be installed on the workers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -105,6 +108,41 @@ def package_zip(directory: str | None = None) -> str:
                 if name.endswith(".py"):
                     z.write(os.path.join(src, name), f"{arc}/{name}")
     return path
+
+
+#: What pyspark runs Python workers with when ``PYSPARK_PYTHON`` is not set (SparkContext).
+PYSPARK_DEFAULT_PYTHON = "python3"
+
+
+def ship_package(sc) -> str | None:
+    """Add plog's modules (:func:`package_zip`) to ``sc`` with ``addPyFile`` unless a
+    ``plog.zip`` is already there (Spark refuses a second file of that name); returns the
+    zip's path, or None when it was already shipped."""
+    if "plog.zip" in (getattr(sc, "_python_includes", None) or ()):
+        return None
+    path = package_zip()
+    sc.addPyFile(path)
+    return path
+
+
+@contextlib.contextmanager
+def driver_python_for_workers(sc):
+    """Within the block, Python functions created for ``sc`` (a data source registered, a
+    UDF) run in this interpreter when no one chose another. pyspark takes the workers'
+    Python from ``PYSPARK_PYTHON`` when its SparkContext starts, else ``python3`` on PATH,
+    which in a virtualenv run without activating it is another Python, without plog or
+    pyarrow; ``spark.pyspark.python`` only reaches it through ``spark-submit``. So:
+    ``PYSPARK_PYTHON`` is kept, a ``spark.pyspark.python`` set on the builder is used, else
+    this interpreter. For a local master only: on a cluster this path means nothing to the
+    workers."""
+    if os.environ.get("PYSPARK_PYTHON") or sc.pythonExec != PYSPARK_DEFAULT_PYTHON:
+        yield
+        return
+    sc.pythonExec = sc.getConf().get("spark.pyspark.python", None) or sys.executable
+    try:
+        yield
+    finally:
+        sc.pythonExec = PYSPARK_DEFAULT_PYTHON
 
 
 @dataclass
@@ -200,8 +238,7 @@ def start(master: str | None = None, conf: dict[str, str] | None = None, *, app_
     handle = SparkHandle(spark, owned=True, log_path=log_path)
     try:
         if not is_local(spark.sparkContext.master):
-            handle.shipped = package_zip()
-            spark.sparkContext.addPyFile(handle.shipped)
+            handle.shipped = ship_package(spark.sparkContext)
             check_executors(spark, handle)
         elif chosen_python and os.path.realpath(chosen_python) != os.path.realpath(sys.executable):
             check_executors(spark, handle)  # a user-chosen executor Python: check it once

@@ -5,8 +5,19 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
+from pathlib import Path
 
 from plog.cli.main import main
+
+
+def plog_exe() -> str:
+    """Path of the ``plog`` console script of the running interpreter's environment (next to
+    ``sys.executable``, whichever virtualenv runs the suite; never a fixed ``.venv``)."""
+    exe = Path(sys.executable).parent / "plog"
+    if not exe.is_file():
+        raise FileNotFoundError(f"no plog console script at {exe}: pip install -e . in the venv")
+    return str(exe)
 
 
 def plog(capsys, *args):

@@ -43,6 +43,8 @@ ROOT = TESTS.parent
 if str(TESTS) not in sys.path:  # conftest's CORPUS (and cli_run) live in tests/
     sys.path.insert(0, str(TESTS))
 
+from cli_run import plog_exe  # noqa: E402,F401  (re-exported: the console script run() uses)
+
 #: Real Kafka log directories, by the project's contract (same rule as tests/conftest.py).
 CORPUS = Path(os.environ.get("PLOG_CORPUS", ROOT.parent / "shared" / "corpus"))
 
@@ -70,14 +72,6 @@ TTY_ROWS, TTY_COLS = 40, 200
 
 _UNSET_VARS = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TERM", "COLUMNS", "LINES",
                "TTY_COMPATIBLE", "TTY_INTERACTIVE")
-
-
-def plog_exe() -> str:
-    """Path of the venv's ``plog`` console script (next to the running interpreter)."""
-    exe = Path(sys.executable).parent / "plog"
-    if not exe.is_file():
-        raise FileNotFoundError(f"no plog console script at {exe}: pip install -e . in the venv")
-    return str(exe)
 
 
 def child_env(env: dict[str, str | None] | None = None) -> dict[str, str]:

@@ -7,19 +7,17 @@ import csv
 import io
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from cli_run import plog_exe
 from plog.cli.main import app
 from plog.engine.cluster import DataDir
 from plog.engine.consumer import Consumer
 from plog.engine.errors import BrokerNotAvailableError, InvalidReplicaAssignmentError
 from plog.engine.producer import Producer
 
-ROOT = Path(__file__).resolve().parents[2]
-PLOG = ROOT / ".venv" / "bin" / "plog"
 runner = CliRunner()
 
 ASSIGNMENT = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
@@ -187,23 +185,23 @@ def test_preferred_leaders_and_report(dd):
 def test_real_process_moves_a_partition_and_reports_errors_on_one_line(dd, tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text(MOVE_JSON)
-    r = subprocess.run([str(PLOG), "assign", "execute", "--reassignment-json-file", str(plan), "-d", str(dd.path)],
+    r = subprocess.run([plog_exe(), "assign", "execute", "--reassignment-json-file", str(plan), "-d", str(dd.path)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("Current partition replica assignment\n\n" + CURRENT_JSON)
-    r = subprocess.run([str(PLOG), "assign", "verify", "--reassignment-json-file", str(plan), "-d", str(dd.path)],
+    r = subprocess.run([plog_exe(), "assign", "verify", "--reassignment-json-file", str(plan), "-d", str(dd.path)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.count("is completed.") == 3
-    r = subprocess.run([str(PLOG), "verify", str(dd.broker_log_dir(4) / "t-2")], capture_output=True, text=True,
+    r = subprocess.run([plog_exe(), "verify", str(dd.broker_log_dir(4) / "t-2")], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert _values(dd.path) == ALL_VALUES
 
     plan.write_text('{"version":1,"partitions":[{"topic":"t","partition":9,"replicas":[1]}]}')
-    r = subprocess.run([str(PLOG), "assign", "execute", "--reassignment-json-file", str(plan), "-d", str(dd.path)],
+    r = subprocess.run([plog_exe(), "assign", "execute", "--reassignment-json-file", str(plan), "-d", str(dd.path)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr == "plog: error: Unable to find partition: t-9\n"
-    r = subprocess.run([str(PLOG), "assign", "execute", "--reassignment-json-file", str(tmp_path / "missing.json"),
+    r = subprocess.run([plog_exe(), "assign", "execute", "--reassignment-json-file", str(tmp_path / "missing.json"),
                         "-d", str(dd.path)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "missing.json" in r.stderr

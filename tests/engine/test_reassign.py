@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import plog_exe
 from plog.engine import reassign
 from plog.engine.checkpoint_files import OffsetCheckpointFile
 from plog.engine.cluster import DataDir
@@ -35,8 +36,6 @@ from plog.engine.reassign import (
 )
 from plog.engine.topics import TopicPartition
 
-ROOT = Path(__file__).resolve().parents[2]
-PLOG = ROOT / ".venv" / "bin" / "plog"
 ASSIGNMENT = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
 #: every replica to brokers that did not hold the partition
 MOVE_ALL = {0: [3, 4], 1: [4, 1], 2: [4, 2]}
@@ -138,7 +137,7 @@ def test_moving_every_replica_keeps_every_record_and_the_bytes(tmp_path):
     # Kafka's own checks are clean on the new replicas.
     for p, replicas in MOVE_ALL.items():
         for b in replicas:
-            r = subprocess.run([str(PLOG), "verify", str(dd.partition_path(("t", p), b))],
+            r = subprocess.run([plog_exe(), "verify", str(dd.partition_path(("t", p), b))],
                                capture_output=True, text=True, timeout=120)
             assert r.returncode == 0, r.stdout + r.stderr
 

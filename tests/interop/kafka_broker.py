@@ -355,9 +355,10 @@ class KafkaBroker:
 
         self._poll(registered, deadline, "not ready", last)
 
-    def wait_partitions_ready(self, partitions, timeout: float = 120) -> dict:
+    def wait_partitions_ready(self, partitions, timeout: float = 120, end_offsets: dict | None = None) -> dict:
         """Until every ``(topic, partition)`` has a leader with its log loaded (a
-        ListOffsets answer); returns their end offsets (the high watermarks)."""
+        ListOffsets answer) and, with ``end_offsets`` (``{(topic, partition): offset}``),
+        reports that end offset; returns their end offsets (the high watermarks)."""
         from kafka import KafkaConsumer
         from kafka.structs import TopicPartition
 
@@ -369,7 +370,10 @@ class KafkaBroker:
             try:
                 ends = consumer.end_offsets(tps)
                 if ends and all(tp in ends for tp in tps):
-                    return {(tp.topic, tp.partition): off for tp, off in ends.items()}
+                    got = {(tp.topic, tp.partition): off for tp, off in ends.items()}
+                    if end_offsets is None or all(got[tp] == off for tp, off in end_offsets.items()):
+                        return got
+                    raise _NotYet(f"end offsets {got}, waiting for {end_offsets}")
                 raise _NotYet(f"end offsets so far: {ends}")
             finally:
                 consumer.close()

@@ -176,9 +176,11 @@ def _send_all(rec: _Recorder, producer, topic, records, *, flush_every: int = 40
 
 
 def consume_all(bootstrap: str, partitions, isolation: str = "read_uncommitted",
-                timeout: float = 60) -> tuple[dict, dict]:
+                timeout: float = 60, ends: dict | None = None) -> tuple[dict, dict]:
     """Every record of ``partitions`` from the beginning, as a kafka-python consumer sees it;
-    returns ``({tp: [Consumed]}, {tp: end offset})`` (end offset: HW, or LSO for read_committed)."""
+    returns ``({tp: [Consumed]}, {tp: end offset})`` (end offset: HW, or LSO for read_committed,
+    as the broker reports it when the read starts; or ``ends``, ``{(topic, partition): offset}``,
+    when the caller knows where each partition ends)."""
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition
 
@@ -188,7 +190,10 @@ def consume_all(bootstrap: str, partitions, isolation: str = "read_uncommitted",
                              fetch_max_wait_ms=100)
     try:
         consumer.assign(tps)
-        ends = consumer.end_offsets(tps)
+        if ends is None:
+            ends = consumer.end_offsets(tps)
+        else:
+            ends = {TopicPartition(t, p): off for (t, p), off in ends.items()}
         consumer.seek_to_beginning(*tps)
         out = {(tp.topic, tp.partition): [] for tp in tps}
         deadline = time.monotonic() + timeout

@@ -121,6 +121,18 @@ def log_start(log_dir: Path, tp) -> int:
     return max(cp, segment_bases(Path(log_dir) / f"{tp[0]}-{tp[1]}")[0])
 
 
+def log_end(log_dir: Path, tp) -> int:
+    """A partition's log end offset from its files: after the last batch of the last
+    segment that has one, else the newest segment's base offset (an empty log)."""
+    pdir = Path(log_dir) / f"{tp[0]}-{tp[1]}"
+    bases = segment_bases(pdir)
+    for base in reversed(bases):
+        headers = batch_headers(pdir / f"{base:020d}.log")
+        if headers:
+            return headers[-1].last_offset + 1
+    return bases[-1]
+
+
 @dataclass
 class Contents:
     """A partition as plog's reader sees it: data records and transaction markers."""
@@ -180,16 +192,19 @@ def tree_digest(root: Path) -> dict[str, str]:
     return out
 
 
-def server_log_problems(server_log: Path, partitions) -> list[str]:
-    """ERROR lines, and WARN lines naming one of ``partitions``, of a broker's server.log."""
-    names = [f"{t}-{p}" for t, p in partitions]
-    out = []
-    for line in server_log.read_text(errors="replace").splitlines():
-        if line.startswith("[") and "] ERROR " in line:
-            out.append(line)
-        elif line.startswith("[") and "] WARN " in line and any(n in line for n in names):
-            out.append(line)
-    return out
+def server_log_problems(server_log: Path, partitions, log_dir: Path) -> list[str]:
+    """WARN and ERROR lines of a broker's server.log about plog's files: naming one of
+    ``partitions`` (as a whole word: ``t-1`` is not ``t-10``) or ``log_dir``.
+
+    Not every ERROR line: a broker starved of CPU logs some about itself, e.g. its
+    controller's "processExpiredBrokerHeartbeat: controller event queue overloaded" when a
+    heartbeat waited more than half of ``broker.heartbeat.interval.ms`` (1 s) in the queue
+    (QuorumController), which says nothing of the files it serves (the records are compared
+    one by one anyway)."""
+    names = [re.escape(f"{t}-{p}") for t, p in partitions] + [re.escape(str(log_dir))]
+    about = re.compile(rf"(?<![\w.-])(?:{'|'.join(names)})(?![\w-])")
+    return [line for line in server_log.read_text(errors="replace").splitlines()
+            if re.match(r"\[[^]]*\] (?:WARN|ERROR) ", line) and about.search(line)]
 
 
 # -- the maintenance scenario run -------------------------------------------------------------------
@@ -326,9 +341,12 @@ def _build(version: str, kafka_broker, tmp_path_factory) -> MaintenanceRun:
         served = kafka_broker(version, log_dir=served_dir)
     try:
         with stage(f"Kafka {version}: reading plog's maintained copy through the broker"):
-            tps = [(COMPACTED, 0), *[(t, 0) for t in RETENTION_TOPICS]]
-            served.wait_partitions_ready(tps)
-            consumed, _ends = consume_all(served.bootstrap, tps)
+            # Until the broker answers ListOffsets with the log end offset of each partition's
+            # files, then until the consumer has read up to there: what plog's files hold,
+            # not whatever end the broker reports at one moment.
+            ends = {tp: log_end(served_dir, tp) for tp in [(COMPACTED, 0), *[(t, 0) for t in RETENTION_TOPICS]]}
+            served.wait_partitions_ready(list(ends), end_offsets=ends)
+            consumed, _ends = consume_all(served.bootstrap, list(ends), ends=ends)
             served_earliest = earliest_offsets(served.bootstrap, [(t, 0) for t in RETENTION_TOPICS])
         with stage(f"Kafka {version}: stopping the broker on plog's copy cleanly"):
             served.stop()
@@ -467,8 +485,29 @@ def test_compacted_log_served_by_kafka(run):
     want = read_partition(run.plog_dir, tp).data
     assert got == want, first_difference(got, want, "kafka-python via the broker", "plog's files")
     assert got == compaction_oracle(run), first_difference(got, compaction_oracle(run), "served", "oracle")
-    problems = server_log_problems(run.served_log, [tp, *[(t, 0) for t in RETENTION_TOPICS]])
+    problems = server_log_problems(run.served_log, [tp, *[(t, 0) for t in RETENTION_TOPICS]], run.served_dir)
     assert not problems, "\n".join(problems[:20])
+
+
+def test_server_log_problems_are_the_lines_about_plogs_files(tmp_path):
+    """What a starved broker says about itself is not a verdict on plog's files; a WARN or
+    ERROR naming a partition (whole) or the served directory is."""
+    served = tmp_path / "served"
+    lines = [
+        "[2026-01-01 00:00:01,000] ERROR [QuorumController id=1] processExpiredBrokerHeartbeat: controller event "
+        "queue overloaded. Timed out heartbeat from broker 1. (org.apache.kafka.controller.ReplicationControlManager)",
+        "[2026-01-01 00:00:02,000] WARN [NodeToControllerChannelManager id=1 name=registration] Attempting to close "
+        "NetworkClient that has already been closed. (org.apache.kafka.clients.NetworkClient)",
+        "[2026-01-01 00:00:03,000] WARN [UnifiedLog partition=mt-compacted-01, dir=/elsewhere] not ours",
+        "[2026-01-01 00:00:04,000] INFO [Partition mt-compacted-0 broker=1] Log loaded",
+        "[2026-01-01 00:00:05,000] WARN [LogLoader partition=mt-compacted-0, dir=x] Found a corrupted index file",
+        f"[2026-01-01 00:00:06,000] ERROR Error while loading log dir {served} (kafka.log.LogManager)",
+        "[2026-01-01 00:00:07,000] ERROR [ReplicaManager broker=1] Error processing append operation on partition "
+        "wQ75ircORMig7XYSaCxn5w:mt-retain-all-0 (kafka.server.ReplicaManager)",
+    ]
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert server_log_problems(log, [(COMPACTED, 0), (RETAIN_ALL, 0)], served) == lines[4:]
 
 
 # -- retention ---------------------------------------------------------------------------------------

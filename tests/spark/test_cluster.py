@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -151,8 +152,6 @@ def test_a_plain_pyspark_program_on_local_1_and_a_mismatched_executor_python(gen
     from spark_env import require_spark
 
     require_spark()
-    import zlib
-
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
@@ -167,14 +166,7 @@ def test_a_plain_pyspark_program_on_local_1_and_a_mismatched_executor_python(gen
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYSPARK_PYTHON=other))
     out, err = program.communicate(timeout=300)
     assert program.returncode == 0, err[-3000:]
-    got = json.loads(out.strip().splitlines()[-1])
-    want: dict = {}
-    for rec in S.scan_records([str(generated)]):
-        n, lo, hi, v, k = want.get((rec.topic, rec.partition), (0, None, None, 0, 0))
-        want[(rec.topic, rec.partition)] = (n + 1, rec.offset if lo is None else min(lo, rec.offset),
-                                            rec.offset if hi is None else max(hi, rec.offset),
-                                            v + zlib.crc32(rec.value or b""), k + zlib.crc32(rec.key or b""))
-    assert got == [[t, p, *vals] for (t, p), vals in sorted(want.items())]
+    assert json.loads(out.strip().splitlines()[-1]) == _program_answer(generated)
     if mismatch is None:
         pytest.skip("no Python of another minor version on this machine (pyenv or /usr/bin/python3.N) for the "
                     "mismatch half; the message itself is checked in test_version_mismatch_message_from_sparks_"
@@ -183,6 +175,57 @@ def test_a_plain_pyspark_program_on_local_1_and_a_mismatched_executor_python(gen
     assert mismatch.returncode == 1 and m_out == ""
     assert m_err.count("\n") == 1 and m_err.startswith("plog: error: the executors run Python 3.")
     assert "set PYSPARK_PYTHON" in m_err
+
+
+def _program_answer(generated: Path) -> list:
+    """What PROGRAM prints for ``generated``, from plog's own local scan."""
+    import zlib
+
+    want: dict = {}
+    for rec in S.scan_records([str(generated)]):
+        n, lo, hi, v, k = want.get((rec.topic, rec.partition), (0, None, None, 0, 0))
+        want[(rec.topic, rec.partition)] = (n + 1, rec.offset if lo is None else min(lo, rec.offset),
+                                            rec.offset if hi is None else max(hi, rec.offset),
+                                            v + zlib.crc32(rec.value or b""), k + zlib.crc32(rec.key or b""))
+    return [[t, p, *vals] for (t, p), vals in sorted(want.items())]
+
+
+def _python_without_plog(env: dict) -> str | None:
+    """An interpreter of this minor version that cannot import plog (the one this virtualenv
+    was made from, or the system's), or None."""
+    candidates = [getattr(sys, "_base_executable", ""), os.path.join(sys.base_prefix, "bin", "python3"),
+                  "/usr/bin/python3"]
+    probe = f"import sys; assert sys.version_info[:2] == {tuple(sys.version_info[:2])}; import plog"
+    for exe in candidates:
+        if exe and os.path.exists(exe) and os.path.realpath(exe) != os.path.realpath(sys.executable):
+            r = subprocess.run([exe, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+            if "No module named 'plog'" in r.stderr:
+                return exe
+    return None
+
+
+def test_a_plain_pyspark_program_run_from_a_virtualenv_without_pyspark_python(generated, tmp_path):
+    """``.venv/bin/python program.py`` without activating the venv and without PYSPARK_PYTHON:
+    pyspark would run the data source's workers with ``python3`` from PATH, here an
+    interpreter without plog (and pyarrow). ``register`` gives them this interpreter."""
+    from spark_env import require_spark
+
+    require_spark()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")}
+    other = _python_without_plog(env)
+    if other is None:
+        pytest.skip("no Python of this minor version without plog here (the suite runs in a virtualenv)")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(other)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    assert shutil.which("python3", path=env["PATH"]) == str(bin_dir / "python3")  # what pyspark would run
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    proc = subprocess.run([sys.executable, str(script), str(generated)], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == _program_answer(generated)
 
 
 def _other_minor_python() -> str | None:
