@@ -64,14 +64,14 @@ _plog_spec() {
         ;;
     'produce')
         subs=''
-        opts='--file -F --input-format -i --parse-key -K --key-separator --headers --headers-delimiter --headers-separator --headers-key-separator --null-marker --header -H --partition -p --repartition --compression -z --batch-size --linger-ms --acks --idempotence --no-idempotence --create --no-create --quiet -q --data-dir -d -h --help'
-        vopts='--file -F --input-format -i --key-separator --headers-delimiter --headers-separator --headers-key-separator --null-marker --header -H --partition -p --compression -z --batch-size --linger-ms --acks --data-dir -d'
+        opts='--topic -t --file -F --input-format -i --parse-key -K --key-separator --headers --headers-delimiter --headers-separator --headers-key-separator --null-marker --header -H --partition -p --repartition --compression -z --batch-size --linger-ms --acks --idempotence --no-idempotence --create --no-create --property --verbose -v --quiet -q --data-dir -d -h --help'
+        vopts='--topic -t --file -F --input-format -i --key-separator --headers-delimiter --headers-separator --headers-key-separator --null-marker --header -H --partition -p --compression -z --batch-size --linger-ms --acks --property --data-dir -d'
         args='topic'
         ;;
     'consume')
         subs=''
-        opts='--group -g --partition -p --offset -o --from-beginning --count -c --exit-at-end -e --format -f --isolation-level --commit --no-commit --assignment-strategy --quiet -q --data-dir -d -h --help'
-        vopts='--group -g --partition -p --offset -o --count -c --format -f --isolation-level --assignment-strategy --data-dir -d'
+        opts='--topic -t --group -g --partition -p --offset -o --from-beginning --count -c --max-messages --exit-at-end -e --format -f -J -K --key-delimiter --property --isolation-level --commit --no-commit --assignment-strategy --quiet -q --data-dir -d -h --help'
+        vopts='--topic -t --group -g --partition -p --offset -o --count -c --max-messages --format -f -K --key-delimiter --property --isolation-level --assignment-strategy --data-dir -d'
         args='topic'
         ;;
     'groups')
@@ -106,8 +106,8 @@ _plog_spec() {
         ;;
     'ls')
         subs=''
-        opts='--format -f --segments -s --quick --topic --quiet -q -h --help'
-        vopts='--format -f --topic'
+        opts='--data-dir -d --format -f --segments -s --quick --topic --quiet -q -h --help'
+        vopts='--data-dir -d --format -f --topic'
         args='path'
         ;;
     'dump')
@@ -124,8 +124,8 @@ _plog_spec() {
         ;;
     'verify')
         subs=''
-        opts='--format -f --strict --jobs -j --max-findings --quiet -q -h --help'
-        vopts='--format -f --jobs -j --max-findings'
+        opts='--data-dir -d --format -f --strict --jobs -j --max-findings --quiet -q -h --help'
+        vopts='--data-dir -d --format -f --jobs -j --max-findings'
         args='path*'
         ;;
     'recover')
@@ -154,8 +154,8 @@ _plog_spec() {
         ;;
     'scan')
         subs=''
-        opts='--mode -m --spark --master --conf --jobs -j --unit-size --topic -t --offset-range --time-range --key --key-hex --value-contains --value-contains-hex --header --sql --output -o --output-format --overwrite --format -f --max-findings --quiet -q -h --help'
-        vopts='--mode -m --master --conf --jobs -j --unit-size --topic -t --offset-range --time-range --key --key-hex --value-contains --value-contains-hex --header --sql --output -o --output-format --format -f --max-findings'
+        opts='--data-dir -d --mode -m --spark --master --conf --jobs -j --unit-size --topic -t --offset-range --time-range --key --key-hex --value-contains --value-contains-hex --header --sql --output -o --output-format --overwrite --format -f --wide -w --max-findings --quiet -q -h --help'
+        vopts='--data-dir -d --mode -m --master --conf --jobs -j --unit-size --topic -t --offset-range --time-range --key --key-hex --value-contains --value-contains-hex --header --sql --output -o --output-format --format -f --max-findings'
         args='path*'
         ;;
     'simulate')
@@ -214,13 +214,13 @@ _plog_spec() {
         ;;
     'brokers stop')
         subs=''
-        opts='--crash --format -f --data-dir -d -h --help'
+        opts='--crash --verbose -v --format -f --data-dir -d -h --help'
         vopts='--format -f --data-dir -d'
         args='broker'
         ;;
     'brokers start')
         subs=''
-        opts='--format -f --data-dir -d -h --help'
+        opts='--verbose -v --format -f --data-dir -d -h --help'
         vopts='--format -f --data-dir -d'
         args='broker'
         ;;
@@ -258,10 +258,12 @@ _plog_opt_kind() {
     'topics describe --data-dir' | 'topics describe -d') kind='dir' ;;
     'topics alter --data-dir' | 'topics alter -d') kind='dir' ;;
     'topics delete --data-dir' | 'topics delete -d') kind='dir' ;;
+    'produce --topic' | 'produce -t') kind='topic' ;;
     'produce --file' | 'produce -F') kind='file' ;;
     'produce --input-format' | 'produce -i') kind='choice=lines|jsonl' ;;
     'produce --compression' | 'produce -z') kind='choice=none|gzip|snappy|lz4|zstd' ;;
     'produce --data-dir' | 'produce -d') kind='dir' ;;
+    'consume --topic' | 'consume -t') kind='topic' ;;
     'consume --group' | 'consume -g') kind='group' ;;
     'consume --data-dir' | 'consume -d') kind='dir' ;;
     'groups list --format' | 'groups list -f') kind='choice=table|text|json|jsonl|csv' ;;
@@ -273,12 +275,14 @@ _plog_opt_kind() {
     'groups reset-offsets --format' | 'groups reset-offsets -f') kind='choice=table|text|json|jsonl|csv' ;;
     'groups reset-offsets --data-dir' | 'groups reset-offsets -d') kind='dir' ;;
     'groups delete --data-dir' | 'groups delete -d') kind='dir' ;;
+    'ls --data-dir' | 'ls -d') kind='dir' ;;
     'ls --format' | 'ls -f') kind='choice=table|text|json|jsonl|csv' ;;
     'ls --topic') kind='topic' ;;
     'dump --files') kind='file' ;;
     'dump --format' | 'dump -f') kind='choice=text|json|jsonl' ;;
     'lookup --topic') kind='topic' ;;
     'lookup --format' | 'lookup -f') kind='choice=text|json|jsonl' ;;
+    'verify --data-dir' | 'verify -d') kind='dir' ;;
     'verify --format' | 'verify -f') kind='choice=text|json|jsonl' ;;
     'recover --format' | 'recover -f') kind='choice=text|json|jsonl' ;;
     'retention --server-properties') kind='file' ;;
@@ -290,6 +294,7 @@ _plog_opt_kind() {
     'maintain --data-dir' | 'maintain -d') kind='dir' ;;
     'maintain --topic' | 'maintain -t') kind='topic' ;;
     'maintain --format' | 'maintain -f') kind='choice=text|json|jsonl' ;;
+    'scan --data-dir' | 'scan -d') kind='dir' ;;
     'scan --mode' | 'scan -m') kind='choice=stats|search|verify|sql' ;;
     'scan --topic' | 'scan -t') kind='topic' ;;
     'scan --output' | 'scan -o') kind='file' ;;

@@ -156,9 +156,10 @@ complete -c plog -n '__plog_is \'topics delete\'' -s h -l help -d 'Show this mes
 complete -c plog -n '__plog_is \'topics delete\'' -a '(__plog_values topic)'
 
 # plog produce
+complete -c plog -n '__plog_is \'produce\'' -l topic -s t -x -a '(__plog_values topic)' -d 'The topic, as kcat and Kafka\'s console tools spell it (instead of the TOPIC argument).'
 complete -c plog -n '__plog_is \'produce\'' -l file -s F -r -F -d 'Read this file instead of stdin.'
 complete -c plog -n '__plog_is \'produce\'' -l input-format -s i -x -a 'lines jsonl' -d 'Input format.'
-complete -c plog -n '__plog_is \'produce\'' -l parse-key -s K -d 'Lines carry a key before --key-separator.'
+complete -c plog -n '__plog_is \'produce\'' -l parse-key -s K -d 'Lines carry a key before --key-separator (kcat\'s -K<delim> sets the separator too).'
 complete -c plog -n '__plog_is \'produce\'' -l key-separator -x -d 'Key/value separator (implies --parse-key; default TAB).'
 complete -c plog -n '__plog_is \'produce\'' -l headers -d 'Lines start with headers (k:v,k2:v2<TAB>).'
 complete -c plog -n '__plog_is \'produce\'' -l headers-delimiter -x -d 'Ends the header list.'
@@ -173,20 +174,26 @@ complete -c plog -n '__plog_is \'produce\'' -l batch-size -x -d 'batch.size in b
 complete -c plog -n '__plog_is \'produce\'' -l linger-ms -x -d 'Longest a record waits while input keeps coming (input that pauses is sent at once).'
 complete -c plog -n '__plog_is \'produce\'' -l acks -x -d '0, 1 or all (default all: acknowledged once every in-sync replica has the records; min.insync.replicas applies).'
 complete -c plog -n '__plog_is \'produce\'' -l idempotence -l no-idempotence -d 'Producer id and sequence numbers (Kafka\'s default).'
-complete -c plog -n '__plog_is \'produce\'' -l create -l no-create -d 'Create a missing topic (1 partition) or data directory.'
-complete -c plog -n '__plog_is \'produce\'' -l quiet -s q -d 'No summary on stderr.'
+complete -c plog -n '__plog_is \'produce\'' -l create -l no-create -d 'Create a missing topic (1 partition) or data directory (said on stderr).'
+complete -c plog -n '__plog_is \'produce\'' -l property -x -d 'A kafka-console-producer reader property (repeatable): parse.key, key.separator, parse.headers, headers.delimiter, headers.separator, headers.key.separator, null.marker, ignore.error.'
+complete -c plog -n '__plog_is \'produce\'' -l verbose -s v -d 'The summary lists every partition written.'
+complete -c plog -n '__plog_is \'produce\'' -l quiet -s q -d 'No summary and no notices on stderr.'
 complete -c plog -n '__plog_is \'produce\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
 complete -c plog -n '__plog_is \'produce\'' -s h -l help -d 'Show this message and exit.'
 complete -c plog -n '__plog_is \'produce\'' -a '(__plog_values topic)'
 
 # plog consume
+complete -c plog -n '__plog_is \'consume\'' -l topic -s t -x -a '(__plog_values topic)' -d 'The topic, as kcat and Kafka\'s console tools spell it (instead of the TOPIC argument).'
 complete -c plog -n '__plog_is \'consume\'' -l group -s g -x -a '(__plog_values group)' -d 'Consumer group (subscribe, commit offsets).'
 complete -c plog -n '__plog_is \'consume\'' -l partition -s p -x -d 'Only these partitions (repeatable; no group rebalancing).'
 complete -c plog -n '__plog_is \'consume\'' -l offset -s o -x -d 'Where to start (and stop); see below.'
 complete -c plog -n '__plog_is \'consume\'' -l from-beginning -d 'Same as --offset earliest.'
-complete -c plog -n '__plog_is \'consume\'' -l count -s c -x -d 'Stop after this many records.'
+complete -c plog -n '__plog_is \'consume\'' -l count -s c -l max-messages -x -d 'Stop after this many records.'
 complete -c plog -n '__plog_is \'consume\'' -l exit-at-end -s e -d 'Stop at the end instead of following.'
 complete -c plog -n '__plog_is \'consume\'' -l format -s f -x -d 'text, jsonl, json or a %-template.'
+complete -c plog -n '__plog_is \'consume\'' -s J -d 'kcat\'s JSON output: the same as --format jsonl.'
+complete -c plog -n '__plog_is \'consume\'' -s K -l key-delimiter -x -d 'Print key<DELIM>value lines, as kcat\'s -K<delim>.'
+complete -c plog -n '__plog_is \'consume\'' -l property -x -d 'A kafka-console-consumer formatter property (repeatable): print.key, print.value, print.timestamp, print.partition, print.offset, print.headers, key.separator, line.separator, headers.separator, null.literal.'
 complete -c plog -n '__plog_is \'consume\'' -l isolation-level -x -d 'read_uncommitted or read_committed.'
 complete -c plog -n '__plog_is \'consume\'' -l commit -l no-commit -d 'With --group: commit offsets (auto-commit).'
 complete -c plog -n '__plog_is \'consume\'' -l assignment-strategy -x -d 'range, roundrobin, sticky, cooperative-sticky.'
@@ -246,6 +253,7 @@ complete -c plog -n '__plog_is \'groups delete\'' -s h -l help -d 'Show this mes
 complete -c plog -n '__plog_is \'groups delete\'' -a '(__plog_values group)'
 
 # plog ls
+complete -c plog -n '__plog_is \'ls\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'The data directory to list when no PATH is given (default ./plog-data).'
 complete -c plog -n '__plog_is \'ls\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format: table (aligned, with a header), text (tab-separated, no header, for cut/awk), json, jsonl (one object per line) or csv.'
 complete -c plog -n '__plog_is \'ls\'' -l segments -s s -d 'Also list every segment.'
 complete -c plog -n '__plog_is \'ls\'' -l quick -d 'Skip the header walk of all but the last segment.'
@@ -275,7 +283,7 @@ complete -c plog -n '__plog_is \'dump\'' -F -a '(__plog_values partition)'
 
 # plog lookup
 complete -c plog -n '__plog_is \'lookup\'' -l offset -s o -x -d 'Find the batch holding this offset.'
-complete -c plog -n '__plog_is \'lookup\'' -l timestamp -s t -x -d 'Find the first offset with a timestamp >= this (ListOffsets).'
+complete -c plog -n '__plog_is \'lookup\'' -l timestamp -s t -x -d 'Find the first offset with a timestamp >= this (ListOffsets): ms or ISO-8601, with or without @; @-15m; earliest, latest, max.'
 complete -c plog -n '__plog_is \'lookup\'' -l topic -x -a '(__plog_values topic)' -d 'Topic, when PATH is a log or data directory.'
 complete -c plog -n '__plog_is \'lookup\'' -l partition -s p -x -d 'Partition, when PATH is a log or data directory.'
 complete -c plog -n '__plog_is \'lookup\'' -l explain -d 'Print each step: segment choice, index entries probed, batches read.'
@@ -284,6 +292,7 @@ complete -c plog -n '__plog_is \'lookup\'' -s h -l help -d 'Show this message an
 complete -c plog -n '__plog_is \'lookup\'' -F -a '(__plog_values partition)'
 
 # plog verify
+complete -c plog -n '__plog_is \'verify\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'The data directory to verify when no PATH is given (default ./plog-data).'
 complete -c plog -n '__plog_is \'verify\'' -l format -s f -x -a 'text json jsonl' -d 'text (path:position: severity[check]: message), json (one document) or jsonl (one object per finding).'
 complete -c plog -n '__plog_is \'verify\'' -l strict -d 'Count warnings as problems (exit 3).'
 complete -c plog -n '__plog_is \'verify\'' -l jobs -s j -x -d 'Verify partitions in this many processes (default: the number of cores).'
@@ -345,6 +354,7 @@ complete -c plog -n '__plog_is \'maintain\'' -s h -l help -d 'Show this message 
 complete -c plog -n '__plog_is \'maintain\'' -F -a '(__plog_values partition)'
 
 # plog scan
+complete -c plog -n '__plog_is \'scan\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'The data directory to scan when no PATH is given (default ./plog-data).'
 complete -c plog -n '__plog_is \'scan\'' -l mode -s m -x -a 'stats search verify sql' -d 'stats (default), search, verify or sql.'
 complete -c plog -n '__plog_is \'scan\'' -l spark -d 'Run on Apache Spark (default master local[*]).'
 complete -c plog -n '__plog_is \'scan\'' -l master -x -d 'Spark master: local[N], spark://host:7077, yarn, k8s://...'
@@ -364,6 +374,7 @@ complete -c plog -n '__plog_is \'scan\'' -l output -s o -r -F -d 'search: write 
 complete -c plog -n '__plog_is \'scan\'' -l output-format -x -a 'jsonl parquet' -d 'search with --output: parquet (default, needs --spark) or jsonl.'
 complete -c plog -n '__plog_is \'scan\'' -l overwrite -d 'search: replace an existing --output.'
 complete -c plog -n '__plog_is \'scan\'' -l format -s f -x -a 'table text json jsonl csv' -d 'stats, sql, verify: table (verify: its text lines), json, jsonl or csv.'
+complete -c plog -n '__plog_is \'scan\'' -l wide -s w -d 'stats table: every column, however wide (by default the least needed columns are left out to fit the terminal).'
 complete -c plog -n '__plog_is \'scan\'' -l max-findings -x -d 'verify: at most this many findings of one check per file (0: all).'
 complete -c plog -n '__plog_is \'scan\'' -l quiet -s q -d 'No summary line and no progress bar.'
 complete -c plog -n '__plog_is \'scan\'' -s h -l help -d 'Show this message and exit.'
@@ -432,12 +443,14 @@ complete -c plog -n '__plog_is \'brokers list\'' -s h -l help -d 'Show this mess
 
 # plog brokers stop
 complete -c plog -n '__plog_is \'brokers stop\'' -l crash -d 'Kill the broker instead of a controlled shutdown.'
+complete -c plog -n '__plog_is \'brokers stop\'' -l verbose -s v -d 'A line per event and per replica, for every topic.'
 complete -c plog -n '__plog_is \'brokers stop\'' -l format -s f -x -a 'text json jsonl' -d 'Output format: text (for people), json, or jsonl (the JSON document on one line).'
 complete -c plog -n '__plog_is \'brokers stop\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
 complete -c plog -n '__plog_is \'brokers stop\'' -s h -l help -d 'Show this message and exit.'
 complete -c plog -n '__plog_is \'brokers stop\'' -a '(__plog_values broker)'
 
 # plog brokers start
+complete -c plog -n '__plog_is \'brokers start\'' -l verbose -s v -d 'A line per event and per replica, for every topic.'
 complete -c plog -n '__plog_is \'brokers start\'' -l format -s f -x -a 'text json jsonl' -d 'Output format: text (for people), json, or jsonl (the JSON document on one line).'
 complete -c plog -n '__plog_is \'brokers start\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Data directory: a plog data directory, or (read-only) a Kafka log directory.'
 complete -c plog -n '__plog_is \'brokers start\'' -s h -l help -d 'Show this message and exit.'

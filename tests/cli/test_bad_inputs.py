@@ -19,7 +19,8 @@ What every case asserts (``check``):
 - exit 2: the same one line, or Click's usage block, which must then contain ``Error``;
 - the line names what it is about (the file, offset, topic, group, broker, option) where the
   case says so;
-- never ``Traceback``, never ``internal error`` (the error boundary's word for a bug).
+- never ``Traceback``, never ``internal error`` (the error boundary's word for a bug), never
+  Python's own words (``None``, ``'NoneType' object ...``, ``KeyError``, ``invalid literal``).
 
 Usage errors (exit 2) run in this process through the real entry point (cheap); everything
 else runs ``plog`` as a child process, so the real exit code and streams are observed.
@@ -29,6 +30,7 @@ Commands that change data never get a case that succeeds, so the shared data sta
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -91,6 +93,15 @@ def world(tmp_path_factory) -> dict[str, str]:
     bad_cluster = root / "bad-cluster"
     shutil.copytree(dd, bad_cluster)
     (bad_cluster / "cluster.json").write_text("{not json")
+    shape_cluster = root / "shape-cluster"  # JSON, but not the shape of a plog cluster file
+    shape_cluster.mkdir()
+    (shape_cluster / "cluster.json").write_text(
+        '{"version": 1, "cluster_id": "c", "brokers": [{"id": 1}], '
+        '"topics": {"orders": {"topic_id": "t", "replicas": [[1], null]}}}')
+    shape_group = root / "shape-group"  # a data directory whose group file is JSON of the wrong shape
+    (shape_group / "groups").mkdir(parents=True)
+    shutil.copyfile(dd / "cluster.json", shape_group / "cluster.json")
+    (shape_group / "groups" / (GROUP.encode().hex() + ".json")).write_text('{"group_id": "%s", "members": 5}' % GROUP)
 
     files = root / "files"
     files.mkdir()
@@ -115,6 +126,8 @@ def world(tmp_path_factory) -> dict[str, str]:
         "trunc": str(trunc), "crc": str(crc_part), "header_seg": str(header_part / "00000000000000000000.log"),
         "gidx": str(gidx), "gidx_index": str(gidx / "00000000000000000000.index"),
         "bad_cluster": str(bad_cluster), "cluster_json": str(bad_cluster / "cluster.json"),
+        "shape_cluster": str(shape_cluster), "shape_cluster_json": str(shape_cluster / "cluster.json"),
+        "shape_group": str(shape_group),
         "notes": str(files / "notes.txt"), "binary": str(files / "binary.bin"),
         "bad_yaml": str(files / "bad.yaml"), "unknown_key": str(files / "unknown-key.yaml"),
         "bad_json": str(files / "bad.json"), "array_json": str(files / "array.json"),
@@ -159,6 +172,19 @@ CASES: list[Case] = [
     C(f"consume orders -p x {D}", 2, "--partition"),
     C(f"consume orders -c many {D}", 2, "--count"),
     C(f"consume orders --isolation-level dirty {D}", 2, "--isolation-level"),
+    # kcat's and the console consumer's spellings: refused in one line naming plog's option or what is supported
+    C(f"consume orders -e --bootstrap-server localhost:9092 {D}", 2, "--bootstrap-server", "--data-dir"),
+    C(f"consume -b localhost:9092 -t orders -e {D}", 2, "-b", "--data-dir"),
+    C(f"consume orders -e --property print.colour=true {D}", 2, "print.colour", "print.key"),
+    C(f"consume orders -e --property print.key=yes {D}", 2, "print.key", "true or false"),
+    C(f"consume orders -e --property print.key {D}", 2, "--property", "NAME=VALUE"),
+    C(f"consume orders -e -J -K: {D}", 2, "-J", "-K"),
+    C(f"consume orders -e -o 1 -o 2 {D}", 2, "--offset"),
+    C(f"consume orders -e -o s@soon {D}", 2, "--offset"),
+    C(f"consume -e {D}", 2, "TOPIC", "--topic"),
+    C(f"consume orders -t users -e {D}", 2, "orders", "users"),
+    # a Kafka log directory holds some partitions of a topic: the others are on other brokers
+    C("consume __consumer_offsets -p 3 -e -d {kl}", 1, "{kl}", "no folder for __consumer_offsets-3"),
     # dump
     C("dump {missing_seg}", 1, "{missing_seg}"),
     C("dump {empty}", 1, "{empty}"),
@@ -169,6 +195,7 @@ CASES: list[Case] = [
     C("dump --kafka-version 7 {seg}", 2, "--kafka-version"),
     C("dump --key-decoder nonsense {seg}", 2, "nonsense"),
     C("dump", 2),
+    C("dump --bootstrap-server localhost:9092 {seg}", 2, "--bootstrap-server", "PATH"),
     # lookup
     C("lookup {part} -o abc", 2, "--offset", "abc"),
     C("lookup {part} -t yesterday", 2, "--timestamp"),
@@ -178,14 +205,20 @@ CASES: list[Case] = [
     C("lookup {dd} -o 1", 1, "{dd}"),
     C("lookup {dd} --topic nosuch -p 0 -o 1", 1, "nosuch-0"),
     C("lookup {part}", 2, "--offset"),
+    C("lookup {header_seg} -o 1", 1, "{header_seg}", "at byte 0"),  # bytes that do not decode name their file
+    C("lookup {part} -t -5", 2, "--timestamp", "-1 latest"),
+    C("lookup {part} -t 99999999999999999999999", 2, "--timestamp", "64-bit"),
+    C("lookup -b localhost:9092 {part} -o 1", 2, "-b", "PATH"),  # no --data-dir here: give the files
     # ls
     C("ls {missing}", 1, "{missing}"),
     C("ls {meta}", 1, "{meta}"),
     C("ls --segments --quick --format yaml {kl}", 2, "--format"),
     C("ls --topic nosuch {kl}", 1, "nosuch"),
+    C("ls --bootstrap-server localhost:9092", 2, "--bootstrap-server", "--data-dir"),
     # retention
     C("retention {missing}", 1, "{missing}"),
     C("retention {meta}", 1, "{meta}"),
+    C("retention {empty}", 1, "{empty}"),  # no Kafka data in it: a user error, not an internal one
     C("retention -n --topic nosuch {kl}", 1, "nosuch"),
     C("retention -n --server-properties {missing} {kl}", 1, "{missing}"),
     C("retention --retention-ms soon {kl}", 2, "--retention-ms"),
@@ -193,12 +226,14 @@ CASES: list[Case] = [
     # compact
     C("compact {missing}", 1, "{missing}"),
     C("compact -n {meta}", 1, "{meta}"),
+    C("compact {empty}", 1, "{empty}"),
     C("compact -n --topic nosuch {kl}", 1, "nosuch"),
     C("compact --buffer-size lots {kl}", 2, "--buffer-size"),
     C("compact --min-cleanable-dirty-ratio 7 {kl}", 2, "--min-cleanable-dirty-ratio"),
     # maintain
     C("maintain {missing}", 1, "{missing}"),
     C("maintain -d {missing}", 1, "{missing}"),
+    C("maintain {empty}", 1, "{empty}"),
     C(f"maintain -n --topic nosuch {D}", 1, "nosuch"),
     C(f"maintain --buffer-size lots {D}", 2, "--buffer-size"),
     # produce (an error is one line even without -q: what went out before it is in that line)
@@ -215,12 +250,21 @@ CASES: list[Case] = [
     C(f"produce orders -p x {D}", 2, "--partition"),
     C(f"produce orders --acks 7 {D}", 2, "--acks"),
     C(f"produce orders -z brotli {D}", 2, "--compression"),
+    C(f"produce orders --bootstrap-server localhost:9092 {D}", 2, "--bootstrap-server", "--data-dir"),
+    C(f"produce orders --broker-list localhost:9092 {D}", 2, "--broker-list", "--data-dir"),
+    C(f"produce orders --property parse.keys=true {D}", 2, "parse.keys", "parse.key"),
+    C(f"produce orders -i jsonl --property parse.key=true {D}", 2, "--property", "jsonl"),
+    C(f"produce -q {D}", 2, "TOPIC", "--topic"),
+    C(f"produce orders -i jsonl -q {D}", 1, "line 1", '"a"', "list form", stdin='{"value":"v","headers":{"a":"1","a":"2"}}\n'),
     # recover
     C("recover {missing}", 1, "{missing}"),
     C("recover {meta}", 1, "{meta}"),
+    C("recover {empty}", 1, "{empty}"),
+    C("recover -n {notes}", 1, "{notes}"),
     C("recover -n {trunc}", 3),
     C("recover -j 0 {kl}", 2, "--jobs"),
     C("recover -j x {kl}", 2, "--jobs"),
+    C("recover --bootstrap-server localhost:9092", 2, "--bootstrap-server", "PATH"),
     # scan
     C("scan {missing}", 1, "{missing}"),
     C("scan {meta}", 1, "{meta}"),
@@ -233,6 +277,7 @@ CASES: list[Case] = [
     C("scan -q -j 1 --topic nosuch {kl}", 1, "nosuch", "topics there"),
     C("scan --mode search --key-hex zz {kl}", 2, "--key-hex"),
     C("scan --mode sql {kl}", 2, "--sql"),
+    C("scan -b localhost:9092", 2, "-b", "--data-dir"),
     # simulate: a bad scenario file is a usage error (documented in its --help)
     C("simulate {missing}.yaml", 2, "{missing}.yaml"),
     C("simulate {empty}", 2, "{empty}"),
@@ -240,6 +285,7 @@ CASES: list[Case] = [
     C("simulate {unknown_key}", 2, "{unknown_key}", "foo"),
     C("simulate {binary}", 2, "{binary}"),
     C("simulate {scenario} --truncation sometimes", 2, "--truncation"),
+    C("simulate /dev/null", 2, "/dev/null", "must be a mapping"),  # read as the pipe it may be, not "no such file"
     # init
     C(f"init {D}", 1, "{dd}"),
     C("init -d {notes}", 1, "{notes}"),
@@ -249,10 +295,13 @@ CASES: list[Case] = [
     # verify
     C("verify {missing}", 1, "{missing}"),
     C("verify {meta}", 1, "{meta}"),
+    C("verify {empty}", 1, "{empty}"),
+    C("verify -q {missing} {kl}", 1, "{missing}"),  # a bad path among good ones: reported, the others run
     C("verify -q {trunc}", 3),
     C("verify -q {crc}", 3),
     C("verify -q {gidx}", 3),
     C("verify -j 0 {kl}", 2, "--jobs"),
+    C("verify --bootstrap-server localhost:9092", 2, "--bootstrap-server", "--data-dir"),
     # assign
     C(f"assign generate --topics-to-move-json-file {{missing}} --broker-list 1,2 {D}", 1, "{missing}"),
     C(f"assign generate --topics-to-move-json-file {{bad_json}} --broker-list 1,2 {D}", 1, "{bad_json}"),
@@ -264,6 +313,8 @@ CASES: list[Case] = [
     C(f"assign execute --reassignment-json-file {{broker9_json}} --timeout soon {D}", 2, "--timeout"),
     C(f"assign verify --reassignment-json-file {{array_json}} {D}", 1, "{array_json}"),
     C(f"assign verify --reassignment-json-file {{kl}} {D}", 1, "{kl}", "directory"),
+    C(f"assign verify --reassignment-json-file /dev/null {D}", 1, "/dev/null", "not a valid JSON"),
+    C("assign report --bootstrap-server localhost:9092", 2, "--bootstrap-server", "--data-dir"),
     C(f"assign preferred-leaders --topic nosuch {D}", 1, "nosuch"),
     C("assign preferred-leaders -d {missing}", 1, "{missing}"),
     C("assign report -d {missing}", 1, "{missing}"),
@@ -271,12 +322,17 @@ CASES: list[Case] = [
     # brokers
     C("brokers list -d {missing}", 1, "{missing}"),
     C("brokers list -d {bad_cluster}", 1, "{cluster_json}"),
+    C("brokers list -d {shape_cluster}", 1, "{shape_cluster_json}", "topic orders", "wrong type"),
+    C("brokers list --bootstrap-server localhost:9092", 2, "--bootstrap-server", "--data-dir"),
     C(f"brokers stop 9 {D}", 1, "9"),
     C(f"brokers stop one {D}", 2, "ID"),
     C(f"brokers start 9 {D}", 1, "9"),
     C(f"brokers start one {D}", 2, "ID"),
     # groups
     C("groups list -d {missing}", 1, "{missing}"),
+    C("groups list -d {shape_cluster}", 1, "{shape_cluster_json}", "topic orders", "wrong type"),
+    C("groups list -b localhost:9092", 2, "-b", "--data-dir"),
+    C(f"groups describe {GROUP} -d {{shape_group}}", 1, "{shape_group}", "not a plog group file", "missing"),
     C(f"groups list --state sleepy {D}", 2, "--state"),
     C(f"groups describe nosuch {D}", 1, "nosuch"),
     C(f"groups describe {D}", 2, "GROUP"),
@@ -293,9 +349,15 @@ CASES: list[Case] = [
     # topics
     C(f"topics create fresh -p x {D}", 2, "--partitions"),
     C(f"topics create fresh -p 0 {D}", 1, "0"),
+    # more partitions than the file system holds (5 inodes and 2 blocks each), or than Kafka's
+    # 32-bit partition ids allow: refused before anything is written (exit 1, like a full disk)
+    C(f"topics create fresh -p 100000000 {D}", 1, "creating 100000000 partitions of topic fresh needs",
+      "on the file system of {dd}", "nothing was written"),
+    C(f"topics create fresh -p 3000000000 {D}", 1, "2147483647"),
     C(f"topics create {ORDERS_TOPIC} {D}", 1, ORDERS_TOPIC),
     C(f"topics create fresh --config bogus.setting=1 {D}", 1, "bogus.setting"),
     C(f"topics create fresh --config retention.ms=abc {D}", 1, "retention.ms"),
+    C(f"topics create fresh --bootstrap-server localhost:9092 {D}", 2, "--bootstrap-server", "--data-dir"),
     C(f"topics create fresh -r 9 {D}", 1, "9"),
     C(f"topics create fresh --replica-assignment 1:9 {D}", 1, "9"),
     C(f"topics create 'bad name!' {D}", 1, "bad name!"),
@@ -303,9 +365,14 @@ CASES: list[Case] = [
     C("topics list -d {missing}", 1, "{missing}"),
     C("topics list -d {notes}", 1, "{notes}"),
     C("topics list -d {bad_cluster}", 1, "{cluster_json}"),
+    C("topics list -d {shape_cluster}", 1, "{shape_cluster_json}", "topic orders", "wrong type"),
+    C("topics list --bootstrap-server localhost:9092", 2, "--bootstrap-server", "--data-dir"),
     C(f"topics describe nosuch {D}", 1, "nosuch"),
     C(f"topics alter nosuch -p 5 {D}", 1, "nosuch"),
     C(f"topics alter {ORDERS_TOPIC} -p 1 {D}", 1, "1"),
+    C(f"topics alter {ORDERS_TOPIC} -p 100000000 {D}", 1, f"adding 99999997 partitions to topic {ORDERS_TOPIC} needs",
+      "nothing was written"),
+    C(f"topics alter {ORDERS_TOPIC} -p 3000000000 {D}", 1, "2147483647"),
     C(f"topics alter {ORDERS_TOPIC} -p many {D}", 2, "--partitions"),
     C(f"topics delete nosuch {D}", 1, "nosuch"),
     # completions
@@ -369,11 +436,16 @@ def _leaf_of(argv: list[str]) -> tuple[str, ...] | None:
 # -- the check ---------------------------------------------------------------------------------------
 
 
+#: What only Python says: a repr of None, a type's complaint, an exception class's name.
+PYTHON_WORDS = re.compile(r"\bNone\b|NoneType|object (?:is not|has no)|invalid literal for|\b[A-Z][A-Za-z]+Error\b")
+
+
 def check(case_code: int, names, code: int, err: str, context: str = "") -> None:
     """The contract every bad input must meet (module docstring)."""
     where = f"{context}\nexit {code}, stderr:\n{err}"
     assert "Traceback" not in err, where
     assert "internal error" not in err, where
+    assert not PYTHON_WORDS.search(err), f"Python's words in a message for users: {where}"
     assert code == case_code, where
     line = err.rstrip("\n")
     if code == 1 or (code == 2 and line.startswith("plog: error:")):
@@ -614,6 +686,18 @@ def _fill(mnt: Path) -> Path:
     return filler
 
 
+def _pin(tree: Path, pins: Path) -> None:
+    """Hard-link every file under ``tree`` into ``pins`` (same file system): a file the command
+    then deletes or renames over keeps its blocks, so "no free block" holds for the whole run,
+    not only at its start. (Recovery first deletes the clean-shutdown marker and the producer
+    snapshots past its starting point; how many snapshots there are depends on how often a piped
+    ``produce`` found its input empty and released its log, so without pins the blocks a command
+    frees could, on a loaded machine, cover every block it then writes: exit 0 on a "full" disk.)"""
+    pins.mkdir()
+    for n, path in enumerate(p for p in sorted(tree.rglob("*")) if p.is_file()):
+        os.link(path, pins / str(n))
+
+
 def _no_leftovers(root: Path) -> list[str]:
     return sorted(str(p) for p in root.rglob("*") if p.name.endswith((".tmp", ".cleaned", ".swap"))
                   or ".tmp-" in p.name)
@@ -637,8 +721,11 @@ def test_full_disk(tiny_tmpfs):
     check(1, ["No space left on device", str(dd / "broker-1" / "t-0" / "00000000000000000000.log")],
           code, err.decode(), "produce onto a full disk")
     filler = _fill(mnt)
+    # A topic that cannot fit is refused before anything is written, naming what is free.
+    code, _out, err = run(["topics", "create", "u", *d])
+    check(1, ["creating 1 partition of topic u needs", "where 0 bytes are free", str(dd), "nothing was written"],
+          code, err.decode(), "plog topics create u")
     cases = [
-        (["topics", "create", "u", *d], [str(dd / "cluster.json")]),
         (["init", "-d", str(mnt / "new")], [str(mnt / "new")]),
         (["consume", "t", "-g", "g", "-e", "-q", *d], [str(dd / "groups")]),
         (["scan", "--mode", "search", "--value-contains", "0", "-o", str(mnt / "out.jsonl"), "--output-format",
@@ -678,23 +765,31 @@ def test_full_disk_when_a_log_is_opened_for_writing(tiny_tmpfs, argv):
     system's complaint, exit 1, never SIGBUS; with room again the same command works and
     the data directory verifies."""
     mnt = tiny_tmpfs
+    # Room for the set-up (a topic, then the group's 50 __consumer_offsets partitions, which
+    # topic creation checks there is room for); _fill takes whatever is left.
+    assert subprocess.run(["mount", "-o", "remount,size=2m", str(mnt)], capture_output=True).returncode == 0
     dd = mnt / "dd"
     d = ["-d", str(dd)]
     assert run(["init", *d])[0] == 0
     assert run(["topics", "create", "t", "-c", "cleanup.policy=compact", *d])[0] == 0
-    keyed = "".join(f"k{i % 50}\t{i:06d} {'x' * 90}\n" for i in range(2000))  # 200 KB: fits
-    assert run(["produce", "t", "-K", "-q", *d], stdin=keyed)[0] == 0
+    keyed = [f"k{i % 50}\t{i:06d} {'x' * 90}\n" for i in range(2000)]  # 200 KB: fits
+    # Two writer sessions, so two producer snapshots, as a piped produce that pauses leaves: the
+    # stale one is what recovery deletes first (see _pin).
+    for part in (keyed[:1000], keyed[1000:]):
+        assert run(["produce", "t", "-K", "-q", *d], stdin="".join(part))[0] == 0
     code, before, err = run(["consume", "t", "-g", "g", "-e", "-q", "-f", "jsonl", *d])
     assert code == 0 and len(before.splitlines()) == 2000, err
     # Without its indexes, opening the log for writing rebuilds them: new index pages to store
     # (an operator's "delete the indexes and let it rebuild" after a corruption).
     for index in (dd / "broker-1" / "t-0").glob("*index"):
         index.unlink()
+    _pin(dd, mnt / "pins")
     filler = _fill(mnt)
     argv = [*argv, str(dd)] if argv[0] in ("recover", "retention", "compact") else [*argv, *d]
     code, _out, err = run(argv)
     check(1, ["No space left on device", str(dd)], code, err.decode(), "plog " + shlex.join(argv))
     assert _no_leftovers(mnt) == []
+    shutil.rmtree(mnt / "pins")
     filler.unlink()
     assert subprocess.run(["mount", "-o", "remount,size=16m", str(mnt)], capture_output=True).returncode == 0
     code, out, err = run(argv)
