@@ -29,8 +29,8 @@ BATCH = 500
 
 
 def build_segment(size_mb: int, cache: Path) -> tuple[Path, int]:
-    from plog.engine.config import LogConfig
-    from plog.engine.log import Log
+    from plog.engine.storage.log_config import LogConfig
+    from plog.engine.storage.log import Log
     from plog.formats.record_batch import encode_batch
     from plog.formats.records import Record
 

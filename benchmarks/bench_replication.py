@@ -3,7 +3,7 @@
 Figures (issue 9), with plog's engine API in this process (no CLI, no child plog):
 
 * ``produce``: ``--records`` records (default 500,000) of 100-byte JSON-ish values (no key,
-  ../shared/docs/perf-anchors.md) sent with :class:`plog.engine.producer.Producer`
+  ../shared/docs/perf-anchors.md) sent with :class:`plog.engine.clients.producer.Producer`
   (``acks="all"``, idempotence on, ``hold_lock=True`` as ``plog produce`` does, default
   batch.size and linger.ms; ``Producer.send_values``, the bulk path of ``plog produce``) to
   partition 0 of a fresh topic, timed from the first send to the end of ``close()`` (every
@@ -73,7 +73,7 @@ def _values(n: int) -> list[bytes]:
 
 
 def make_data_dir(path: Path, brokers: int, rf: int):
-    from plog.engine.cluster import DataDir
+    from plog.engine.cluster.data_dir import DataDir
 
     dd = DataDir.init(path, brokers)
     configs = {"min.insync.replicas": "2"} if rf >= 2 else {}
@@ -83,7 +83,7 @@ def make_data_dir(path: Path, brokers: int, rf: int):
 
 def produce(dd, values) -> tuple[float, float, int]:
     """Send ``values`` (an iterable of bytes) to partition 0; (wall s, CPU s, records)."""
-    from plog.engine.producer import Producer
+    from plog.engine.clients.producer import Producer
 
     t0, c0 = time.perf_counter(), time.process_time()
     producer = Producer(dd, acks="all", enable_idempotence=True, hold_lock=True)
@@ -113,8 +113,8 @@ def _status_kib(*fields: str) -> dict[str, int]:
 
 def catch_up_child(data_dir: str) -> None:
     """``--catch-up-child DIR``: start broker 3 and report (one JSON line on stdout)."""
-    from plog.engine.brokers import start_broker
-    from plog.engine.cluster import DataDir
+    from plog.engine.cluster.brokers import start_broker
+    from plog.engine.cluster.data_dir import DataDir
 
     dd = DataDir.open(data_dir)
     baseline = _status_kib("VmRSS")["VmRSS"]
@@ -182,8 +182,8 @@ def main() -> None:
         return
     if args.quick:
         args.records, args.catch_up_mib, args.reps = 100_000, 32.0, 1
-    from plog.engine.brokers import stop_broker
-    from plog.engine.topics import TopicPartition
+    from plog.engine.cluster.brokers import stop_broker
+    from plog.engine.storage.file_names import TopicPartition
 
     n = args.records
     load = os.getloadavg()
@@ -210,7 +210,7 @@ def main() -> None:
                   f"ratio {runs['ratio'][-1]:.2f}", file=sys.stderr)
 
         # -- follower catch-up on the last RF 3 directory --------------------------------------
-        from plog.engine.cluster import DataDir
+        from plog.engine.cluster.data_dir import DataDir
 
         path = tmp / f"rf3-{args.reps - 1}"
         dd = DataDir.open(path)

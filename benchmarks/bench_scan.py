@@ -6,7 +6,7 @@ Figures (issue 8), in one run on one generated directory:
   uncompressed v2 batches of the perf-anchors workload (10-byte keys, 100-byte values,
   ~125 records per batch), written from a few encoded batches with patched base offsets
   (the base offset is outside the CRC), then read once so it sits in the page cache;
-* ``engine_1``: the single-process engine scan (``plog.engine.scan.scan_stats``, jobs=1,
+* ``engine_1``: the single-process engine scan (``plog.engine.inspect.scan.scan_stats``, jobs=1,
   in this process): the reference every other result must equal, record for record;
 * ``local_2``: the same scan in 2 local processes (what ``plog scan DIR --jobs 2`` runs);
 * ``spark_local_1`` / ``spark_local_2``: what ``plog scan DIR --spark --master local[N]``
@@ -100,7 +100,7 @@ def plog_cmd() -> list[str]:
 def driver(mode: str, path: str) -> None:
     """One measurement in a fresh process: start-up (Spark session, or nothing) timed apart
     from the scan, which is what ``plog scan`` runs (plan + units + merge)."""
-    from plog.engine.scan import plan_scan, scan_stats
+    from plog.engine.inspect.scan import plan_scan, scan_stats
 
     t0 = time.perf_counter()
     if mode.startswith("spark"):
@@ -160,7 +160,7 @@ def main() -> None:
             records = None
             gen_s = 0.0
         warm(root)
-        from plog.engine.scan import scan_stats
+        from plog.engine.inspect.scan import scan_stats
 
         t = time.perf_counter()
         reference = [s.to_dict() for s in scan_stats([str(root)], jobs=1, unit_bytes=1 << 40)]

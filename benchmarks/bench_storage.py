@@ -1,6 +1,6 @@
 """Storage-engine benchmark: append throughput, offset lookup latency, recovery speed.
 
-Measures, with the engine's own API (``plog.engine.log.Log``):
+Measures, with the engine's own API (``plog.engine.storage.log.Log``):
 
 * **append**: ``append_as_leader`` of ready-made producer batches (~16 KiB, 135 records
   with a 10-byte key and a 100-byte JSON-ish value, as in ../shared/docs/perf-anchors.md),
@@ -41,8 +41,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from workloads import emit, json_events  # noqa: E402
 
-from plog.engine.config import LogConfig
-from plog.engine.log import Log
+from plog.engine.storage.log_config import LogConfig
+from plog.engine.storage.log import Log
 from plog.formats.compression import LZ4, NONE
 from plog.formats.record_batch import encode_batch, set_base_offset
 

@@ -19,7 +19,7 @@ Figures (GB = 10^9 bytes; the files are in the page cache: read once before timi
   in this process: the cost of the bytes alone, the peer every other figure is a ratio to;
 * ``naive_scan``: the anchors' naive batch scan (header unpack, CRC-32C of each batch, offset
   continuity; nothing else), chunked the same way: the floor for a batch-by-batch verifier;
-* ``engine_single``: :func:`plog.engine.verify.verify_paths` in this process, one job;
+* ``engine_single``: :func:`plog.engine.inspect.verify.verify_paths` in this process, one job;
 * ``cli_single`` / ``cli_jobs``: ``plog verify DIR --quiet --jobs 1`` / ``--jobs N`` as a
   child process (interpreter start-up included), wall time, and the peak RSS of the process
   and its workers (``RUSAGE_CHILDREN`` of a small intermediate process: Linux carries the
@@ -52,7 +52,7 @@ from workloads import emit, json_events  # noqa: E402
 
 from crc32c import crc32c  # noqa: E402
 
-from plog.engine.verify import DEFAULT_CHUNK_SIZE, VerifyStats, verify_paths  # noqa: E402
+from plog.engine.inspect.verify import DEFAULT_CHUNK_SIZE, VerifyStats, verify_paths  # noqa: E402
 from plog.formats.checkpoints import (  # noqa: E402
     format_leader_epoch_checkpoint,
     format_offset_checkpoint,

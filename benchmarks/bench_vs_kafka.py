@@ -50,7 +50,7 @@ All files are read once before timing, so they are in the page cache.
    otherwise recover only from its last checkpointed flush). That directory is built once
    and cached; each repetition recovers two fresh copies of it:
 
-   * plog (``plog``): ``plog.engine.log_manager.LogManager(copy)`` (writable; loads and
+   * plog (``plog``): ``plog.engine.storage.log_manager.LogManager(copy)`` (writable; loads and
      recovers every partition, rebuilding indexes and producer state, one partition after
      another), then ``close()`` (checkpoints, clean-shutdown marker), in a child process.
      ``open_seconds`` is the open alone, timed inside the child; ``process_seconds`` the
@@ -439,7 +439,7 @@ def build_unclean(root: Path, kafka: Kafka, mb: int, partitions: int, segment_mb
 _PLOG_RECOVER = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from plog.engine.log_manager import LogManager
+from plog.engine.storage.log_manager import LogManager
 t1 = time.perf_counter()
 lm = LogManager(sys.argv[1])
 t2 = time.perf_counter()

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None) -> None:
-    from plog.engine.config import ConfigError
+    from plog.engine.storage.log_config import ConfigError
     from plog.engine.errors import EngineError
     from plog.formats.errors import FormatError
     from plog.spark_tasks.errors import SparkSetupError

@@ -50,7 +50,7 @@ def _read_input(path: str, option: str) -> str:
 def _parse_input(parse, path: str, option: str):
     """``parse`` of the text of ``path``; a document Kafka would reject names the file (Kafka's
     own messages, kept as they are after it, say only "The input string ...")."""
-    from plog.engine.reassign import ReassignmentJsonError
+    from plog.engine.cluster.reassignment import ReassignmentJsonError
 
     text = _read_input(path, option)
     try:
@@ -85,7 +85,7 @@ def generate(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Propose a reassignment of whole topics onto a list of brokers."""
-    from plog.engine.reassign import (
+    from plog.engine.cluster.reassignment import (
         format_reassignment_json,
         generate_reassignment,
         parse_topics_to_move,
@@ -124,7 +124,7 @@ def execute(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Move partition replicas as a reassignment plan says."""
-    from plog.engine.reassign import (
+    from plog.engine.cluster.reassignment import (
         execute_reassignment,
         format_reassignment_json,
         parse_reassignment_json,
@@ -192,7 +192,7 @@ def verify(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Check whether a reassignment plan is in place."""
-    from plog.engine.reassign import parse_reassignment_json, verify_reassignment
+    from plog.engine.cluster.reassignment import parse_reassignment_json, verify_reassignment
 
     plan = _parse_input(parse_reassignment_json, reassignment_json_file, "--reassignment-json-file")
     dd = open_data_dir(data_dir)
@@ -238,7 +238,7 @@ def preferred_leaders(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Elect each partition's preferred (first) replica leader where it is not."""
-    from plog.engine.brokers import elect_preferred_leaders
+    from plog.engine.cluster.brokers import elect_preferred_leaders
 
     dd = open_data_dir(data_dir)
 
@@ -277,7 +277,7 @@ def report(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Show leaders, replicas and bytes on disk per broker."""
-    from plog.engine.reassign import placement
+    from plog.engine.cluster.reassignment import placement
 
     dd = open_data_dir(data_dir)
     rows = [{"broker": b.broker, "rack": b.rack, "leaders": b.leaders, "replicas": b.replicas,

@@ -56,7 +56,7 @@ def list_brokers(
     data_dir: str = data_dir_option(),
 ) -> None:
     """List the brokers: state, leaderships, replicas and in-sync replicas."""
-    from plog.engine.brokers import list_brokers as _list_brokers
+    from plog.engine.cluster.brokers import list_brokers as _list_brokers
 
     from .lookup import iso
 
@@ -90,7 +90,7 @@ def stop(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Stop a broker (controlled shutdown) or crash it: leaderships move, ISRs shrink."""
-    from plog.engine.brokers import BrokerChange, offline_partitions, stop_broker
+    from plog.engine.cluster.brokers import BrokerChange, offline_partitions, stop_broker
 
     dd = open_data_dir(data_dir)
     broker = dd.broker(broker_id)  # unknown id: one-line error
@@ -135,7 +135,7 @@ def start(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Start a stopped or crashed broker: elections, truncation, catch-up, ISR expansion."""
-    from plog.engine.brokers import BrokerChange, offline_partitions, start_broker
+    from plog.engine.cluster.brokers import BrokerChange, offline_partitions, start_broker
 
     dd = open_data_dir(data_dir)
     broker = dd.broker(broker_id)
@@ -165,7 +165,7 @@ def _print_change(change, verbose: bool) -> None:
     """The text output of stop/start: the controller events, the catch-ups, the ISR changes,
     in that order, each a line; a topic with more than DETAIL_PARTITIONS partitions changed
     is one line of counts instead, where its first line would be (unless ``verbose``)."""
-    from plog.engine.brokers import topic_changes
+    from plog.engine.cluster.brokers import topic_changes
 
     counted = {} if verbose else {t.topic: t for t in topic_changes(change) if len(t.partitions) > DETAIL_PARTITIONS}
     said: set[str] = set()

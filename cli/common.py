@@ -17,7 +17,7 @@ def data_dir_option():
 
 def open_data_dir(path: str, *, create: bool = False):
     """The data directory at ``path``; engine errors become one-line CLI errors upstream."""
-    from plog.engine.cluster import DataDir
+    from plog.engine.cluster.data_dir import DataDir
 
     return DataDir.open(path, create=create)
 

@@ -101,7 +101,7 @@ def _cluster_json(root: Path) -> dict | None:
 def _partition_dirs(log_dir: Path) -> list[str]:
     """Names of the current partition folders in ``log_dir`` (Kafka's naming rules)."""
     from plog.engine.errors import EngineError
-    from plog.engine.topics import parse_partition_dir_name
+    from plog.engine.storage.file_names import parse_partition_dir_name
 
     out = []
     try:
@@ -141,7 +141,7 @@ def _kafka_node_id(log_dir: Path) -> str:
 def _group_ids(root: Path, log_dirs: list[Path], kafka_dir: bool) -> list[str]:
     """Groups with live membership files (``groups/<hex id>.json``, engine.groups) and groups
     whose state still exists in ``__consumer_offsets`` (engine.group_offsets)."""
-    from plog.engine.group_offsets import list_groups
+    from plog.engine.groups.committed_offsets import list_groups
 
     ids: set[str] = set()
     groups_dir = root / "groups"

@@ -81,10 +81,10 @@ def consume(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Consume records: from offsets, times or a group's committed position; follow or exit at the end."""
-    from plog.engine.consumer import Consumer
+    from plog.engine.clients.consumer import Consumer
     import json
 
-    from plog.engine.record_io import record_to_json
+    from plog.engine.clients.record_io import record_to_json
 
     topic = pick_topic(topic, name)
     if isolation_level not in ("read_uncommitted", "read_committed"):
@@ -218,7 +218,7 @@ def _renderer(fmt: str, json_lines: bool, key_delimiter: str | None, properties:
     """The output format and its record renderer (None for text and json, which the loop
     writes itself) from --format and its kcat (-J, -K) and console-consumer (--property)
     spellings, which exclude one another."""
-    from plog.engine.record_io import (MESSAGE_FORMATTER_PROPERTIES, ConsoleFormat, PropertyError,
+    from plog.engine.clients.record_io import (MESSAGE_FORMATTER_PROPERTIES, ConsoleFormat, PropertyError,
                                        compile_console_format, compile_template, format_jsonl,
                                        properties_to_settings)
 

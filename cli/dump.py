@@ -21,7 +21,7 @@ def expand_paths(args: list[str]) -> list[str]:
     """Files in the order given; a directory gives every file plog can dump under it (in
     name order, log-dir files before partition folders); an unmatched quoted glob is
     expanded here. A path that does not exist is kept, so the dump reports it in turn."""
-    from plog.engine.dump import file_kind
+    from plog.engine.inspect.dump import file_kind
 
     out: list[str] = []
     for arg in args:
@@ -102,8 +102,8 @@ def dump(
 ) -> None:
     """Print the contents of Kafka segment, index, snapshot and checkpoint files, exactly as
     Kafka's kafka-dump-log.sh (DumpLogSegments) prints them."""
-    from plog.engine.dump import DumpOptions
-    from plog.engine.dump_decoders import DecoderError, deprecated_decoder_notices, resolve_decoder_name
+    from plog.engine.inspect.dump import DumpOptions
+    from plog.engine.inspect.dump_decoders import DecoderError, deprecated_decoder_notices, resolve_decoder_name
 
     if kafka_version not in (3, 4):
         raise PlogCliError(f"--kafka-version must be 3 or 4, not {kafka_version}", exit_code=ExitCode.USAGE)
@@ -168,7 +168,7 @@ def dump(
 
 
 def _dump_all(paths, options, out, err, write):
-    from plog.engine.dump import DumpRun
+    from plog.engine.inspect.dump import DumpRun
     from plog.formats.errors import FormatError
 
     with _progress(paths) as progress:

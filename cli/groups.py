@@ -61,7 +61,7 @@ def list_cmd(
     data_dir: str = data_dir_option(),
 ) -> None:
     """List consumer groups with their state, protocol and member count."""
-    from plog.engine.group_admin import list_groups
+    from plog.engine.groups.admin import list_groups
 
     wanted = _parse_states(state)
     dd = open_data_dir(data_dir)
@@ -111,7 +111,7 @@ def describe(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Describe consumer groups: committed offsets, log end offsets and lag per partition."""
-    from plog.engine.group_admin import describe_group, list_groups
+    from plog.engine.groups.admin import describe_group, list_groups
 
     if members and state:
         raise typer.BadParameter("give --members or --state, not both", param_hint="--state")
@@ -223,8 +223,8 @@ def reset_offsets(
 ) -> None:
     """Reset a group's committed offsets with any of Kafka's strategies (dry run by default)."""
     from plog.engine.errors import InvalidOffsetSpecError
-    from plog.engine.group_admin import InvalidResetArgumentError, ResetStrategy, parse_reset_plan, parse_topic_arg
-    from plog.engine.group_admin import reset_offsets as engine_reset
+    from plog.engine.groups.admin import InvalidResetArgumentError, ResetStrategy, parse_reset_plan, parse_topic_arg
+    from plog.engine.groups.admin import reset_offsets as engine_reset
 
     given = [name for name, on in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
                                    ("--to-offset", to_offset is not None), ("--shift-by", shift_by is not None),
@@ -324,7 +324,7 @@ def delete(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Delete consumer groups that have no active members."""
-    from plog.engine.group_admin import delete_groups
+    from plog.engine.groups.admin import delete_groups
 
     dd = open_data_dir(data_dir)
     result = delete_groups(dd, groups)

@@ -38,8 +38,8 @@ def lookup(
     algorithm: the segment, the index entry, the file position and the batch header."""
     if (offset is None) == (timestamp is None):
         raise typer.BadParameter("give exactly one of --offset and --timestamp", param_hint="'--offset' / '--timestamp'")
-    from plog.engine import lookup as lk
-    from plog.engine.discovery import NotAKafkaPathError
+    from plog.engine.inspect import lookup as lk
+    from plog.engine.storage.discovery import NotAKafkaPathError
     from plog.engine.errors import EngineError
 
     if timestamp is not None:
@@ -66,7 +66,7 @@ def _timestamp(text: str) -> int:
     (engine.offset_spec.parse_time: ``1718446827442``, ``2024-06-15T10:20:27Z``, ``@-15m``)."""
     import re
 
-    from plog.engine import lookup as lk
+    from plog.engine.inspect import lookup as lk
     from plog.engine.errors import InvalidOffsetSpecError
     from plog.engine.offset_spec import TIME_FORMS, parse_time
 
@@ -146,7 +146,7 @@ def _index_line(p, scan_start: int | None) -> str:
 
 
 def render_text(result, explain: bool = False) -> list[str]:
-    from plog.engine.lookup import OffsetLookupResult
+    from plog.engine.inspect.lookup import OffsetLookupResult
 
     lines = []
     if explain:
@@ -206,7 +206,7 @@ def to_json(result, query) -> dict:
     """The result as one JSON object (every field, the steps included)."""
     import dataclasses
 
-    from plog.engine.lookup import OffsetLookupResult
+    from plog.engine.inspect.lookup import OffsetLookupResult
 
     data = dataclasses.asdict(result)
     data = {"lookup": "offset" if isinstance(result, OffsetLookupResult) else "timestamp", "query": query,

@@ -40,9 +40,9 @@ def ls(
 ) -> None:
     """List the topics, partitions and segments of Kafka log directories: offsets, sizes,
     time ranges, codecs, checkpoints, and whether the broker shut down cleanly."""
-    from plog.engine.discovery import NotAKafkaPathError
+    from plog.engine.storage.discovery import NotAKafkaPathError
     from plog.engine.errors import EngineError
-    from plog.engine.inventory import inventory
+    from plog.engine.inspect.inventory import inventory
 
     from .maintain import resolve_path
     from .progress import progress_enabled
@@ -96,7 +96,7 @@ class _Progress:
 
 
 def human_bytes(n: int | None) -> str:
-    from plog.engine.retention import format_bytes
+    from plog.engine.maintenance.retention import format_bytes
 
     return "" if n is None else format_bytes(n)
 

@@ -38,7 +38,7 @@ def resolve_path(path: Optional[str]) -> str:
 
 def _options(*, dry_run, now, overrides, server_properties, topics, delete_delay_ms, buffer_size=None,
              force=False):
-    from plog.engine.maintenance import DEFAULT_BUFFER_SIZE, MaintenanceOptions
+    from plog.engine.maintenance.runner import DEFAULT_BUFFER_SIZE, MaintenanceOptions
     from plog.engine.errors import InvalidOffsetSpecError
     from plog.engine.offset_spec import parse_offset
 
@@ -62,7 +62,7 @@ def _options(*, dry_run, now, overrides, server_properties, topics, delete_delay
 
 
 def _run(operation, path, options, fmt: ReportFormat, explain: bool, quiet: bool):
-    from plog.engine import maintenance
+    from plog.engine.maintenance import runner as maintenance
 
     from .progress import byte_progress
 

@@ -101,7 +101,7 @@ INTERNAL_ENVIRONMENT = {
     "PYDANTIC_DISABLE_PLUGINS": "set by plog itself to keep start-up fast",
 }
 
-# The data directory layout (engine/cluster.py), the files of a Kafka log directory, and where
+# The data directory layout (engine/cluster/data_dir.py), the files of a Kafka log directory, and where
 # plog completions install writes (cli/completions.py). Scopes as for ENVIRONMENT; "kafka":
 # every page except those of commands that never touch log files (NO_LOG_FILES).
 FILES = (

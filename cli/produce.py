@@ -158,8 +158,8 @@ def produce(
 ) -> None:
     """Produce records from stdin or a file: lines (with keys and headers) or binary-safe jsonl."""
     from plog.engine.errors import EngineError, InputRecordError, LogDirError
-    from plog.engine.producer import Producer
-    from plog.engine.record_io import (LINE_READER_PROPERTIES, LineParser, PropertyError, parse_jsonl,
+    from plog.engine.clients.producer import Producer
+    from plog.engine.clients.record_io import (LINE_READER_PROPERTIES, LineParser, PropertyError, parse_jsonl,
                                        properties_to_settings)
 
     topic = pick_topic(topic, name)

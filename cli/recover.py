@@ -50,7 +50,7 @@ def recover(
     quiet: bool = quiet_option(),
 ) -> None:
     """Recover Kafka log directories after a crash, as a broker does at start-up."""
-    from plog.engine import recovery
+    from plog.engine.maintenance import recovery
 
     from .progress import byte_progress
 
@@ -138,7 +138,7 @@ def _snapshot_line(d) -> str:
 
 def plan_lines(plan) -> list[str]:
     """The plan as text: per log dir the marker, per partition what recovery will do and why."""
-    from plog.engine.recovery import REVALIDATED
+    from plog.engine.maintenance.recovery import REVALIDATED
 
     lines = []
     for d in plan.log_dirs:

@@ -187,8 +187,8 @@ def scan(
 ) -> None:
     """Scan whole Kafka log directories: statistics, record search, verification or SQL,
     split into byte-range work units run in local processes or on Apache Spark."""
-    from plog.engine.discovery import NotAKafkaPathError
-    from plog.engine.scan import ScanError, ScanFilter, plan_scan
+    from plog.engine.storage.discovery import NotAKafkaPathError
+    from plog.engine.inspect.scan import ScanError, ScanFilter, plan_scan
 
     from .maintain import resolve_path
 
@@ -349,7 +349,7 @@ STATS_OPTIONAL = ["record_size", "producers", "codecs", "batches", "keys", "time
 
 
 def _stats_rows(stats: list) -> tuple[list[dict], list[str]]:
-    from plog.engine.retention import format_bytes, format_timestamp
+    from plog.engine.maintenance.retention import format_bytes, format_timestamp
 
     rows = []
     dirs = {s.log_dir for s in stats}
@@ -398,7 +398,7 @@ def _report_problems(stats: list, quiet: bool) -> int:
 
 
 def _stats(plan, flt, use_spark, master, conf, jobs, fmt: ListFormat, quiet: bool, wide: bool = False) -> int:
-    from plog.engine.scan import scan_stats
+    from plog.engine.inspect.scan import scan_stats
 
     if use_spark:
         from plog.spark_tasks import jobs as spark_jobs
@@ -475,7 +475,7 @@ def _search(paths, plan, flt, use_spark, master, conf, jobs, output, out_kind, o
 
 def _search_task(args):
     """A worker process's share of a local search: one unit's matches as JSON lines."""
-    from plog.engine.scan import unit_jsonl
+    from plog.engine.inspect.scan import unit_jsonl
 
     unit, flt = args
     problems: list = []
@@ -484,7 +484,7 @@ def _search_task(args):
 
 
 def _local_jsonl(plan, flt, jobs, progress, problems):
-    from plog.engine.scan import run_units
+    from plog.engine.inspect.scan import run_units
 
     for data, found in run_units(plan, _search_task, flt, jobs, progress):
         problems.extend(found)
@@ -580,7 +580,7 @@ def _sql(paths, plan, flt, query, master, conf, unit_bytes, fmt: ListFormat) -> 
 
 
 def _verify(paths, use_spark, master, conf, jobs, fmt: ListFormat, max_findings: int, quiet: bool) -> int:
-    from plog.engine.verify import VerifyOptions, VerifyStats, plan, planned_bytes, verify_paths
+    from plog.engine.inspect.verify import VerifyOptions, VerifyStats, plan, planned_bytes, verify_paths
 
     from .output import ReportFormat
     from .verify import _writer

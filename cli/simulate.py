@@ -70,7 +70,7 @@ def simulate(
 ) -> None:
     """Run a replication scenario (produce, fetch, crash, start, elections, expectations) and
     print the timeline of log end offsets and high watermarks per replica."""
-    from plog.engine.simulate import ScenarioError, load_scenario, run_scenario
+    from plog.engine.cluster.simulation import ScenarioError, load_scenario, run_scenario
 
     if scenario == "-":
         sc = load_scenario(sys.stdin.read())
@@ -172,7 +172,7 @@ def _print_step(result) -> None:
 
 
 def _trailer(report) -> list[str]:
-    from plog.engine.simulate import yaml_flow
+    from plog.engine.cluster.simulation import yaml_flow
 
     lines = []
     for tp, lost in report.acked_lost.items():

@@ -57,7 +57,7 @@ def init(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Create a data directory: a small Kafka cluster of N brokers on this disk."""
-    from plog.engine.cluster import DataDir
+    from plog.engine.cluster.data_dir import DataDir
 
     from .output import parse_key_values
 
@@ -89,7 +89,7 @@ def create(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Create a topic with Kafka's replica placement."""
-    from plog.engine.placement import parse_replica_assignment
+    from plog.engine.cluster.placement import parse_replica_assignment
 
     configs = parse_key_values(config)
     assignment = parse_replica_assignment(replica_assignment) if replica_assignment else None
@@ -127,7 +127,7 @@ def list_topics(
     data_dir: str = data_dir_option(),
 ) -> None:
     """List the topics of a data directory."""
-    from plog.engine.cluster import SOURCE_PARTITION_FOLDERS
+    from plog.engine.cluster.data_dir import SOURCE_PARTITION_FOLDERS
 
     dd = open_data_dir(data_dir)
     _note_sources(dd)
@@ -177,7 +177,7 @@ def describe(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Describe topics: leaders, epochs, replicas, ISRs, offsets, sizes and problems."""
-    from plog.engine.cluster import SOURCE_PARTITION_FOLDERS
+    from plog.engine.cluster.data_dir import SOURCE_PARTITION_FOLDERS
 
     dd = open_data_dir(data_dir)
     _note_sources(dd)

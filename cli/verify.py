@@ -58,7 +58,7 @@ def verify(
     """Check Kafka log files without modifying them: batch CRCs and framing, offsets,
     .index/.timeindex/.txnindex against the log, producer snapshots, checkpoints,
     partition.metadata. Keeps going past damage, resynchronising on the next valid batch."""
-    from plog.engine.verify import VerifyOptions, VerifyStats, default_jobs, plan, planned_bytes, verify_paths
+    from plog.engine.inspect.verify import VerifyOptions, VerifyStats, default_jobs, plan, planned_bytes, verify_paths
 
     from .app import one_line
     from .maintain import resolve_path

@@ -53,8 +53,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .errors import InvalidOffsetSpecError, NoOffsetForPartitionError
-from .lookup import parse_timestamp
+from plog.engine.errors import InvalidOffsetSpecError, NoOffsetForPartitionError
+from plog.engine.inspect.lookup import parse_timestamp
 
 INT64_MAX = (1 << 63) - 1
 

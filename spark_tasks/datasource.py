@@ -5,7 +5,7 @@
     df = spark.read.format("plog").option("topics", "orders").load("/data/kafka-logs")
 
 ``partitions()`` runs on the driver side: it plans the scan with
-:func:`plog.engine.scan.plan_scan` (segments as byte ranges, large ones split at checked
+:func:`plog.engine.inspect.scan.plan_scan` (segments as byte ranges, large ones split at checked
 index entries, small ones bin-packed, offset/time filters pushed down to segment and
 position selection). ``read()`` runs on executors: it streams its unit's slices in bounded
 chunks and yields Arrow record batches of at most 8192 rows / 8 MiB of payload, so an
@@ -29,7 +29,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 
 def _paths(options) -> list[str]:
-    from plog.engine.scan import ScanError
+    from plog.engine.inspect.scan import ScanError
 
     raw = options.get("paths")
     if raw:
@@ -59,7 +59,7 @@ def _paths(options) -> list[str]:
 
 
 class UnitPartition(InputPartition):
-    """One :class:`plog.engine.scan.ScanUnit` (pickled to the executor that reads it)."""
+    """One :class:`plog.engine.inspect.scan.ScanUnit` (pickled to the executor that reads it)."""
 
     def __init__(self, unit):
         super().__init__(unit.index)
@@ -84,7 +84,7 @@ class PlogDataSource(DataSource):
 
 class PlogReader(DataSourceReader):
     def __init__(self, options: dict):
-        from plog.engine.scan import ScanFilter
+        from plog.engine.inspect.scan import ScanFilter
 
         from .schema import fields_for
 
@@ -99,17 +99,17 @@ class PlogReader(DataSourceReader):
         self.parallelism = int(parallelism) if parallelism else (os.cpu_count() or 2)
 
     def partitions(self):
-        from plog.engine.scan import plan_scan
+        from plog.engine.inspect.scan import plan_scan
 
         plan = plan_scan(self.paths, self.filter, unit_bytes=self.unit_bytes, parallelism=self.parallelism)
         if not plan.units:
-            from plog.engine.scan import ScanUnit
+            from plog.engine.inspect.scan import ScanUnit
 
             return [UnitPartition(ScanUnit(0, (), 0))]
         return [UnitPartition(unit) for unit in plan.units]
 
     def read(self, partition):
-        from plog.engine.scan import unit_batches, unit_records
+        from plog.engine.inspect.scan import unit_batches, unit_records
 
         from .schema import ArrowBuilder, arrow_schema, fields_for
 

@@ -2,12 +2,12 @@
 
 * stats: the plan's units become one Spark partition each
   (``parallelize(units, len(units))``); every task returns its units' mergeable
-  :class:`plog.engine.scan.PartitionStats` and the driver merges them. Summaries never
+  :class:`plog.engine.inspect.scan.PartitionStats` and the driver merges them. Summaries never
   turn into per-record rows, so no record crosses into the JVM.
 * search: the ``plog`` data source with the filter as options; rows come back to the
   driver in plan order (``toLocalIterator``: one partition at a time, bounded memory), or
   are written by Spark as a Parquet directory.
-* verify: :func:`plog.engine.verify.plan` on the driver, each partition's checks in a task,
+* verify: :func:`plog.engine.inspect.verify.plan` on the driver, each partition's checks in a task,
   findings returned in plan order: the same findings as ``plog verify``.
 * sql: the data source registered as the views ``records`` and ``batches``.
 """
@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 
 def _unit_stats(flt):
-    from plog.engine.scan import unit_stats
+    from plog.engine.inspect.scan import unit_stats
 
     def run(units):
         for unit in units:
@@ -28,7 +28,7 @@ def _unit_stats(flt):
 
 
 def stats(spark, plan, flt) -> list:
-    from plog.engine.scan import merge_stats
+    from plog.engine.inspect.scan import merge_stats
 
     if not plan.units:
         return merge_stats([], plan.partitions)
@@ -55,7 +55,7 @@ def records_frame(spark, paths: list[str], flt=None, *, level: str = "record", u
 
 
 def _row_record(row):
-    from plog.engine.scan import ScanRecord
+    from plog.engine.inspect.scan import ScanRecord
 
     ts = row["timestamp"]
     return ScanRecord(
@@ -77,7 +77,7 @@ def _epoch_ms(ts) -> int:
 
 def search(spark, paths: list[str], flt, *, unit_bytes: int | None = None, parallelism: int | None = None
            ) -> Iterator:
-    """Matching records as :class:`plog.engine.scan.ScanRecord`, in plan order, through
+    """Matching records as :class:`plog.engine.inspect.scan.ScanRecord`, in plan order, through
     the data source (rows converted back on the driver: for programs and tests; the CLI
     uses :func:`search_jsonl`)."""
     spark.sparkContext.setJobDescription("plog scan: search")
@@ -87,7 +87,7 @@ def search(spark, paths: list[str], flt, *, unit_bytes: int | None = None, paral
 
 
 def _unit_jsonl(flt):
-    from plog.engine.scan import unit_jsonl
+    from plog.engine.inspect.scan import unit_jsonl
 
     def run(units):
         for unit in units:
@@ -99,10 +99,10 @@ def _unit_jsonl(flt):
 
 
 def search_jsonl(spark, plan, flt, problems: list | None = None) -> Iterator[bytes]:
-    """Matching records as chunks of JSON lines (:func:`plog.engine.scan.format_record_jsonl`),
+    """Matching records as chunks of JSON lines (:func:`plog.engine.inspect.scan.format_record_jsonl`),
     formatted on the executors and fetched one unit at a time, in plan order: no record
     becomes a Spark row, and the driver holds one unit's matches at most. Damage met on
-    the way is appended to ``problems`` (:class:`plog.engine.scan.SliceProblem`)."""
+    the way is appended to ``problems`` (:class:`plog.engine.inspect.scan.SliceProblem`)."""
     if not plan.units:
         return
     sc = spark.sparkContext
@@ -127,7 +127,7 @@ def search_to_parquet(spark, paths: list[str], flt, output: str, *, unit_bytes: 
 
 def _verify_task(options):
     def run(tasks):
-        from plog.engine.verify import run_task_collected
+        from plog.engine.inspect.verify import run_task_collected
 
         for task in tasks:
             yield run_task_collected(task, options)
@@ -135,9 +135,9 @@ def _verify_task(options):
 
 
 def verify(spark, tasks: list, options, stats) -> list:
-    """Findings of ``tasks`` (from :func:`plog.engine.verify.plan`) in plan order; the
+    """Findings of ``tasks`` (from :func:`plog.engine.inspect.verify.plan`) in plan order; the
     partition checks run on executors, the cheap log-dir level ones here."""
-    from plog.engine.verify import run_task_collected
+    from plog.engine.inspect.verify import run_task_collected
 
     heavy = [i for i, t in enumerate(tasks) if t.kind == "partition"]
     results: dict[int, tuple] = {}

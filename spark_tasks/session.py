@@ -95,10 +95,17 @@ def package_zip(directory: str | None = None) -> str:
     modules go in (the source tree may also hold tests, a venv, data directories)."""
     import plog
 
+    import pkgutil
+
     modules = {"plog": os.path.dirname(plog.__file__)}
+    # Every package of the distribution (the engine's concept folders included), each a folder
+    # of its own: the source tree also holds tests, a venv and data directories.
     for sub in ("formats", "engine", "cli", "spark_tasks"):
         mod = __import__(f"plog.{sub}", fromlist=["__path__"])
         modules[f"plog/{sub}"] = list(mod.__path__)[0]
+        for info in pkgutil.walk_packages(mod.__path__, f"plog.{sub}."):
+            if info.ispkg:
+                modules[info.name.replace(".", "/")] = os.path.join(info.module_finder.path, info.name.rsplit(".", 1)[1])
     directory = directory or tempfile.mkdtemp(prefix="plog-spark-")
     path = os.path.join(directory, "plog.zip")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:

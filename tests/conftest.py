@@ -60,7 +60,7 @@ def corpus_top_dirs() -> list[Path]:
 
 def corpus_log_dirs() -> list[Path]:
     """Every Kafka log directory in the corpus (several per source with several brokers)."""
-    from plog.engine import discovery
+    from plog.engine.storage import discovery
 
     return [Path(ld.path) for top in corpus_top_dirs() for ld in discovery.log_dirs(str(top))]
 

@@ -14,7 +14,7 @@ CODECS = (0, 1, 2, 3, 4)  # none, gzip, snappy, lz4, zstd
 
 
 def build(root: Path) -> Path:
-    from plog.engine.log_manager import LogManager
+    from plog.engine.storage.log_manager import LogManager
 
     config = {"segment.bytes": "6000", "index.interval.bytes": "512", "plog.fsync.on.produce": "false"}
     with LogManager([root], cluster_id="spark-test") as lm:

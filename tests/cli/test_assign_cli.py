@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from cli_run import plog_exe
 from plog.cli.main import app
-from plog.engine.cluster import DataDir
-from plog.engine.consumer import Consumer
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.clients.consumer import Consumer
 from plog.engine.errors import BrokerNotAvailableError, InvalidReplicaAssignmentError
-from plog.engine.producer import Producer
+from plog.engine.clients.producer import Producer
 
 runner = CliRunner()
 

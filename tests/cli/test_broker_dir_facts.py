@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from conftest import CORPUS
 from plog.cli.main import app
 from plog.engine.errors import UnknownTopicOrPartitionError
-from plog.engine.file_records import FileBatches
+from plog.engine.storage.file_records import FileBatches
 from plog.formats.cluster_metadata import decode_metadata_value
 
 runner = CliRunner()

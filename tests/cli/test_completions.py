@@ -246,7 +246,7 @@ def test_values_command(site, tmp_path, capsys, monkeypatch):
 
 def test_values_of_a_kafka_log_dir(corpus):
     """A real Apache Kafka log directory: the same topics as DataDir reads."""
-    from plog.engine.cluster import DataDir
+    from plog.engine.cluster.data_dir import DataDir
 
     log_dir = CORPUS / "BiggerBrain__kafka" / "data"
     topics = data_dir_values("topic", str(log_dir))

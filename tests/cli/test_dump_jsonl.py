@@ -143,8 +143,8 @@ def test_jsonl_keys_and_values_equal_the_printed_data(corpus, path):
 
 
 def test_jsonl_is_binary_safe(tmp_path):
-    from plog.engine.log import Log
-    from plog.engine.config import LogConfig
+    from plog.engine.storage.log import Log
+    from plog.engine.storage.log_config import LogConfig
 
     from plog.formats.record_batch import encode_batch
     from plog.formats.records import Record

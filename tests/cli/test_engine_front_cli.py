@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from conftest import CORPUS
 from plog.cli.main import app
-from plog.engine.partitioner import partition_for_key
+from plog.engine.clients.partitioner import partition_for_key
 from plog.formats.batches import BatchIterator
 
 PLOG = [sys.executable, "-m", "plog.cli"]

@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 
 from conftest import CORPUS, ROOT
 from plog.cli.main import app, main
-from plog.engine.cluster import DataDir
-from plog.engine.consumer import Consumer
-from plog.engine.groups import GroupCoordinator
-from plog.engine.producer import Producer
-from plog.engine.topics import TopicPartition
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.clients.consumer import Consumer
+from plog.engine.groups.coordinator import GroupCoordinator
+from plog.engine.clients.producer import Producer
+from plog.engine.storage.file_names import TopicPartition
 
 runner = CliRunner()
 BASE = 1_714_521_600_000  # 2024-05-01T00:00:00Z

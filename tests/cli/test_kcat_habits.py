@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cli_fixtures import child_env, plog_exe, run  # noqa: E402
 from cli_run import plog  # noqa: E402
 
-from plog.engine.cluster import TopicPartition  # noqa: E402
+from plog.engine.cluster.data_dir import TopicPartition  # noqa: E402
 
 T0 = 1_700_000_000_000
 

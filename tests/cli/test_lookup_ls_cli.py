@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from conftest import CORPUS
 from plog.cli.main import app, main
-from plog.engine.discovery import log_dirs
-from plog.engine.file_records import FileBatches
+from plog.engine.storage.discovery import log_dirs
+from plog.engine.storage.file_records import FileBatches
 
 INVOICE = CORPUS / "dipendrasaini__kafka-learnning-series/tmp/kafka-logs-2/invoice-1"
 LSX = CORPUS / "BiggerBrain__kafka/data/lsx1-0"

@@ -13,10 +13,10 @@ import pytest
 
 from cli_run import plog, tree_digest
 from conftest import CORPUS
-from plog.engine.checkpoint_files import OffsetCheckpointFile
-from plog.engine.cluster import DataDir
-from plog.engine.lock import LogDirLock
-from plog.engine.topics import TopicPartition
+from plog.engine.storage.checkpoints import OffsetCheckpointFile
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.storage.lock import LogDirLock
+from plog.engine.storage.file_names import TopicPartition
 from plog.formats.record_batch import encode_batch
 
 KAFKA_DIR = CORPUS / "ArthurArutunyan04__Backend_labs" / "kafka-data"

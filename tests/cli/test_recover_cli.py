@@ -9,7 +9,7 @@ import shutil
 
 from cli_run import plog, tree_digest
 from conftest import CORPUS
-from plog.engine.lock import LogDirLock
+from plog.engine.storage.lock import LogDirLock
 
 KAFKA_DIR = CORPUS / "ArthurArutunyan04__Backend_labs" / "kafka-data"
 

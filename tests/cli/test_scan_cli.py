@@ -6,7 +6,7 @@ of a real process). The generated data directory holds two log directories writt
 own ``LogManager``: ``orders-0``/``orders-1`` (several small segments, every fourth batch gzip)
 in ``broker-a`` and ``events-0`` (one ~190 KB segment of an idempotent producer, so a 64 KiB
 unit size cuts it at index entries) in ``broker-b``. Expected answers come from the records the
-builder wrote and from ``plog.engine.scan`` (``scan_stats``/``scan_records``).
+builder wrote and from ``plog.engine.inspect.scan`` (``scan_stats``/``scan_records``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pytest
 from cli_run import plog
 from conftest import CORPUS
 from plog.engine.binary_json import decode_bytes
-from plog.engine.scan import ScanFilter, format_record_jsonl, plan_scan, scan_records, scan_stats
+from plog.engine.inspect.scan import ScanFilter, format_record_jsonl, plan_scan, scan_records, scan_stats
 from plog.formats.batches import BatchIterator
 from plog.formats.record_batch import encode_batch
 
@@ -78,7 +78,7 @@ PER_BATCH = 5
 
 def build_data_dir(root: Path) -> dict:
     """Write the data directory; return ``{(topic, partition): [(offset, ts, key, value, headers)]}``."""
-    from plog.engine.log_manager import LogManager
+    from plog.engine.storage.log_manager import LogManager
 
     dirs = [root / "broker-a", root / "broker-b"]
     written: dict = {}

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from cli_run import plog
 
-from plog.engine.cluster import DataDir
-from plog.engine.topics import TopicPartition
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.storage.file_names import TopicPartition
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 LOSS = str(EXAMPLES / "leader-epoch-loss.yaml")

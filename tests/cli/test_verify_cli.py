@@ -29,7 +29,7 @@ SUMMARY = re.compile(r"^plog verify: checked \d+ files? \(\d+ bytes?, \d+ batch(
 
 
 def build_log_dir(root: Path) -> Path:
-    from plog.engine.log_manager import LogManager
+    from plog.engine.storage.log_manager import LogManager
     from plog.formats.record_batch import encode_batch
 
     config = {"segment.bytes": "20000", "index.interval.bytes": "1000", "plog.fsync.on.produce": "false"}
@@ -194,7 +194,7 @@ def test_help_documents_the_formats_and_exit_codes():
 
 
 def corpus_log_dirs() -> list[Path]:
-    from plog.engine.discovery import log_dirs
+    from plog.engine.storage.discovery import log_dirs
 
     if not CORPUS.is_dir():
         return []

@@ -34,8 +34,8 @@ from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from plog.engine import assignors as assignors_module
-from plog.engine.assignors import (
+from plog.engine.groups import assignors as assignors_module
+from plog.engine.groups.assignors import (
     ASSIGNORS,
     DEFAULT_ASSIGNMENT_STRATEGY,
     AssignmentFailedError,
@@ -51,7 +51,7 @@ from plog.engine.assignors import (
     get_assignor,
 )
 from plog.engine.errors import GroupError
-from plog.engine.topics import TopicPartition
+from plog.engine.storage.file_names import TopicPartition
 
 S = Subscription
 

@@ -12,8 +12,8 @@ import uuid
 import pytest
 from conftest import CORPUS, corpus_files
 
-from plog.engine import checkpoint_files as cf
-from plog.engine.checkpoint_files import (
+from plog.engine.storage import checkpoints as cf
+from plog.engine.storage.checkpoints import (
     CleanShutdownFile,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
@@ -23,7 +23,7 @@ from plog.engine.checkpoint_files import (
     write_meta_properties,
 )
 from plog.engine.errors import KafkaStorageError
-from plog.engine.topics import TopicPartition
+from plog.engine.storage.file_names import TopicPartition
 from plog.formats import checkpoints as ck
 from plog.formats.errors import CheckpointError
 

@@ -27,18 +27,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plog.engine import cleaner as cleaner_mod
-from plog.engine.cleaner import (
+from plog.engine.maintenance import cleaner as cleaner_mod
+from plog.engine.maintenance.cleaner import (
     CleanerBufferTooSmallError,
     clean_log,
     explain_compaction,
     group_segments_by_size,
     log_to_clean,
 )
-from plog.engine.config import LogConfig
-from plog.engine.loader import load_log
-from plog.engine.log import Log
-from plog.engine.verify import verify_path
+from plog.engine.storage.log_config import LogConfig
+from plog.engine.storage.loader import load_log
+from plog.engine.storage.log import Log
+from plog.engine.inspect.verify import verify_path
 from plog.formats.batches import iter_batches
 from plog.formats.record_batch import DELETE_HORIZON_FLAG_MASK, encode_batch
 

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from plog.engine.checkpoint_files import read_meta_properties
-from plog.engine.cluster import DataDir, ReadOnlyDataDirError
+from plog.engine.storage.checkpoints import read_meta_properties
+from plog.engine.cluster.data_dir import DataDir, ReadOnlyDataDirError
 from plog.engine.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -19,7 +19,7 @@ from plog.engine.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from plog.engine.producer import Producer
+from plog.engine.clients.producer import Producer
 
 
 def test_init_makes_one_kafka_log_dir_per_broker(tmp_path):

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from plog.engine.cluster import DataDir
-from plog.engine.consumer import Consumer
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.clients.consumer import Consumer
 from plog.engine.errors import NoOffsetForPartitionError
-from plog.engine.group_offsets import read_group_state
-from plog.engine.groups import GroupCoordinator
-from plog.engine.producer import Producer
-from plog.engine.topics import TopicPartition
+from plog.engine.groups.committed_offsets import read_group_state
+from plog.engine.groups.coordinator import GroupCoordinator
+from plog.engine.clients.producer import Producer
+from plog.engine.storage.file_names import TopicPartition
 from plog.formats.record_batch import encode_batch
 
 
@@ -196,7 +196,7 @@ def test_cooperative_sticky_moves_partitions_only_after_release(tmp_path):
 
 WORKER = textwrap.dedent("""
     import sys, time
-    from plog.engine.consumer import Consumer
+    from plog.engine.clients.consumer import Consumer
     out = open(sys.argv[2], "a", buffering=1)
     c = Consumer(sys.argv[1], group_id="g", auto_offset_reset="earliest", session_timeout_ms=1500,
                  heartbeat_interval_ms=50, auto_commit_interval_ms=int(sys.argv[3]), max_poll_records=7)

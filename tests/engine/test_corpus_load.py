@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CORPUS
-from plog.engine.config import LogConfig
-from plog.engine.log import Log
+from plog.engine.storage.log_config import LogConfig
+from plog.engine.storage.log import Log
 from plog.formats.batches import iter_batches
 from plog.formats.checkpoints import parse_offset_checkpoint
 

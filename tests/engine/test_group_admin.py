@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import CORPUS
-from plog.engine.cluster import DataDir, ReadOnlyDataDirError
-from plog.engine.consumer import Consumer
+from plog.engine.cluster.data_dir import DataDir, ReadOnlyDataDirError
+from plog.engine.clients.consumer import Consumer
 from plog.engine.errors import NoOffsetForPartitionError, UnknownTopicOrPartitionError
-from plog.engine.group_admin import (
+from plog.engine.groups.admin import (
     GroupIdNotFoundError,
     GroupListing,
     GroupNotInactiveError,
@@ -29,9 +29,9 @@ from plog.engine.group_admin import (
     plan_offset_reset,
     reset_offsets,
 )
-from plog.engine.groups import GroupCoordinator
-from plog.engine.producer import Producer
-from plog.engine.topics import TopicPartition
+from plog.engine.groups.coordinator import GroupCoordinator
+from plog.engine.clients.producer import Producer
+from plog.engine.storage.file_names import TopicPartition
 
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 #: Record i of partition 0 is at BASE + i s, record i of partition 1 at BASE + 2i s.

@@ -1,4 +1,4 @@
-"""Group state from ``__consumer_offsets`` folders (plog.engine.group_offsets).
+"""Group state from ``__consumer_offsets`` folders (plog.engine.groups.committed_offsets).
 
 Synthetic partitions are written with the engine: ``Log.open`` + ``append_as_leader`` of
 batches whose records are the coordinator's keys and values, and
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from plog.engine.config import LogConfig
-from plog.engine.group_offsets import (
+from plog.engine.storage.log_config import LogConfig
+from plog.engine.groups.committed_offsets import (
     CommittedOffset,
     GroupOffsetsError,
     list_groups,
@@ -24,8 +24,8 @@ from plog.engine.group_offsets import (
     read_group_state,
     replay_offsets_partition,
 )
-from plog.engine.log import Log
-from plog.engine.topics import TopicPartition
+from plog.engine.storage.log import Log
+from plog.engine.storage.file_names import TopicPartition
 from plog.formats.compression import GZIP
 from plog.formats.legacy import encode_legacy_batch
 from plog.formats.offsets_topic import (

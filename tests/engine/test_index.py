@@ -1,4 +1,4 @@
-"""Indexes over files (plog.engine.index): OffsetIndex, TimeIndex, TransactionIndex.
+"""Indexes over files (plog.engine.storage.index): OffsetIndex, TimeIndex, TransactionIndex.
 
 Lookups against a sorted-list (``bisect``) oracle through appends, truncate_to, resize,
 trim and reopen; the §21 vectors byte for byte and the preallocated lengths; Kafka's
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from plog.engine.errors import CorruptIndexError, EngineError, IndexFullError, InvalidOffsetError
-from plog.engine.index import (
+from plog.engine.storage.index import (
     AbortedTxn,
     IndexOffsetOverflowError,
     InvalidTimestampError,
@@ -939,7 +939,7 @@ def test_lazy_opening_no_descriptor_or_mapping_until_first_use(tmp_path):
 
 _FULL_DISK_SCRIPT = r"""
 import errno, os, sys
-from plog.engine.index import OffsetIndex, TimeIndex
+from plog.engine.storage.index import OffsetIndex, TimeIndex
 d = sys.argv[1]
 # An index written earlier and left preallocated (a crash): its zero tail is holes.
 with open(os.path.join(d, "00000000000000000100.index"), "wb") as f:

@@ -10,9 +10,9 @@ import struct
 import pytest
 
 from conftest import CORPUS
-from plog.engine.discovery import log_dirs
-from plog.engine.file_records import FileBatches
-from plog.engine.inventory import HeaderWalk, inventory, lock_holder
+from plog.engine.storage.discovery import log_dirs
+from plog.engine.storage.file_records import FileBatches
+from plog.engine.inspect.inventory import HeaderWalk, inventory, lock_holder
 from plog.formats.legacy import encode_legacy_batch
 from plog.formats.record_batch import encode_batch
 
@@ -250,7 +250,7 @@ def _corpus_partition_folders() -> list:
 
 @pytest.mark.parametrize("folder", _corpus_partition_folders(), ids=lambda p: os.path.relpath(p, CORPUS))
 def test_partition_facts_are_what_the_files_hold(corpus, folder):
-    from plog.engine.discovery import partition_facts
+    from plog.engine.storage.discovery import partition_facts
 
     from pathlib import Path
 
@@ -281,7 +281,7 @@ def test_the_facts_of_the_issue(corpus):
     """Leader epoch 14, log start 81908 (retention deleted the segments below, the checkpoint has
     no entry), and Kafka's text form of the topic id; a Streams repartition topic whose
     DeleteRecords moved the log start above its one segment's base offset."""
-    from plog.engine.discovery import LOG_START_FROM_CHECKPOINT, LOG_START_FROM_SEGMENT, partition_facts
+    from plog.engine.storage.discovery import LOG_START_FROM_CHECKPOINT, LOG_START_FROM_SEGMENT, partition_facts
 
     f = partition_facts(str(CORPUS / "ArthurArutunyan04__Backend_labs/kafka-data/oms_order_created-1"))
     assert (f.topic_id, f.leader_epoch, f.leader_epoch_start_offset, f.log_start_offset, f.log_start_source,
@@ -295,7 +295,7 @@ def test_the_facts_of_the_issue(corpus):
 
 def test_log_start_is_the_larger_of_checkpoint_and_first_segment(tmp_path):
     """Kafka's LogLoader: max(log-start-offset-checkpoint entry, first segment base offset)."""
-    from plog.engine.discovery import partition_facts, read_checkpoints
+    from plog.engine.storage.discovery import partition_facts, read_checkpoints
 
     logs = tmp_path / "logs"
     for name, bases in (("a-0", (100, 200)), ("b-0", (100,)), ("c-0", (100,)), ("d-0", ())):
@@ -314,7 +314,7 @@ def test_log_start_is_the_larger_of_checkpoint_and_first_segment(tmp_path):
 def test_unreadable_state_files_read_as_nothing_with_the_reason(tmp_path):
     """As a broker at start-up: a checkpoint it cannot parse is empty (and said so), a bad
     partition.metadata or leader-epoch-checkpoint leaves its fact unknown; nothing raises."""
-    from plog.engine.discovery import partition_facts, read_checkpoints
+    from plog.engine.storage.discovery import partition_facts, read_checkpoints
 
     logs = tmp_path / "logs"
     (logs / "t-0").mkdir(parents=True)

@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
-from plog.engine import lock as lock_mod
+from plog.engine.storage import lock as lock_mod
 from plog.engine.errors import LogDirError, LogDirLockedError
-from plog.engine.lock import LOCK_FILE_NAME, LogDirLock
+from plog.engine.storage.lock import LOCK_FILE_NAME, LogDirLock
 
 
 def _message(log_dir) -> str:
@@ -23,7 +23,7 @@ def _message(log_dir) -> str:
 # A child that takes the lock, says so, and waits to be killed.
 HOLDER = textwrap.dedent("""
     import sys, time
-    from plog.engine.lock import LogDirLock
+    from plog.engine.storage.lock import LogDirLock
     lock = LogDirLock(sys.argv[1])
     print("locked", flush=True)
     time.sleep(120)
@@ -33,7 +33,7 @@ HOLDER = textwrap.dedent("""
 TRIER = textwrap.dedent("""
     import sys
     from plog.engine.errors import LogDirLockedError
-    from plog.engine.lock import LogDirLock
+    from plog.engine.storage.lock import LogDirLock
     try:
         LogDirLock(sys.argv[1]).release()
     except LogDirLockedError as e:

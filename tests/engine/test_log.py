@@ -14,13 +14,13 @@ import struct
 
 import pytest
 
-from plog.engine.config import LogConfig
+from plog.engine.storage.log_config import LogConfig
 from plog.engine.errors import (
     InvalidProducerBatchError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from plog.engine.log import Log
+from plog.engine.storage.log import Log
 from plog.formats.batches import iter_batches
 from plog.formats.record_batch import encode_batch
 

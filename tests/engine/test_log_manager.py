@@ -10,8 +10,8 @@ import textwrap
 import pytest
 
 from plog.engine.errors import InvalidTopicError, LogDirLockedError
-from plog.engine.log_manager import LogManager
-from plog.engine.topics import TopicPartition
+from plog.engine.storage.log_manager import LogManager
+from plog.engine.storage.file_names import TopicPartition
 from plog.formats.checkpoints import parse_meta_properties, parse_offset_checkpoint, parse_partition_metadata
 from plog.formats.record_batch import encode_batch
 
@@ -78,7 +78,7 @@ def test_second_writer_is_refused(tmp_path):
         with pytest.raises(LogDirLockedError, match="Failed to acquire lock on file .lock in"):
             LogManager([d])
         code = textwrap.dedent(f"""
-            from plog.engine.log_manager import LogManager
+            from plog.engine.storage.log_manager import LogManager
             try:
                 LogManager([{str(d)!r}])
             except Exception as e:

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from plog.engine.config import LogConfig
+from plog.engine.storage.log_config import LogConfig
 from plog.engine.errors import OutOfOrderSequenceError
-from plog.engine.log import Log
+from plog.engine.storage.log import Log
 from plog.formats.batches import iter_batches
 from plog.formats.record_batch import encode_batch
 from plog.formats.records import LOG_APPEND_TIME

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import pytest
 
 from conftest import CORPUS
-from plog.engine import lookup as lk
-from plog.engine.discovery import partitions as discover
+from plog.engine.inspect import lookup as lk
+from plog.engine.storage.discovery import partitions as discover
 from plog.engine.errors import LogDirError, OffsetOutOfRangeError
-from plog.engine.file_records import FileBatches
+from plog.engine.storage.file_records import FileBatches
 from plog.formats.indexes import (
     OFFSET_INDEX_ENTRY_SIZE,
     OFFSET_INDEX_KEY,
@@ -326,8 +326,8 @@ def _records(offsets, ts0, step=7, value=b"v" * 40):
 def write_synthetic_partition(log_dir, name="synth-0", *, log_start: int | None = None) -> str:
     """A partition of several segments written through the engine (follower appends, so
     Kafka's index rules apply), with gaps, empty batches and mixed formats."""
-    from plog.engine.config import LogConfig
-    from plog.engine.log import Log
+    from plog.engine.storage.log_config import LogConfig
+    from plog.engine.storage.log import Log
     from plog.formats.legacy import encode_legacy_batch
     from plog.formats.record_batch import encode_batch, encode_empty_batch
     from plog.formats.records import LOG_APPEND_TIME

@@ -22,19 +22,19 @@ from pathlib import Path
 
 import pytest
 
-from plog.engine.brokers import stop_broker
-from plog.engine.cluster import DataDir
-from plog.engine.descriptor_budget import MIN_WORKING_SET, ReopenableFile, budget, reset_budget
+from plog.engine.cluster.brokers import stop_broker
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.storage.descriptor_budget import MIN_WORKING_SET, ReopenableFile, budget, reset_budget
 from plog.engine.errors import (
     BrokerNotAvailableError,
     InvalidPartitionsError,
     KafkaStorageError,
     ResourceLimitError,
 )
-from plog.engine.file_records import FileBatches
-from plog.engine.index import OffsetIndex, TimeIndex
-from plog.engine.log_manager import LogManager
-from plog.engine.segment import LogSegment
+from plog.engine.storage.file_records import FileBatches
+from plog.engine.storage.index import OffsetIndex, TimeIndex
+from plog.engine.storage.log_manager import LogManager
+from plog.engine.storage.segment import LogSegment
 from plog.formats.record_batch import encode_batch
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -226,9 +226,9 @@ def test_holders_dropped_without_closing_are_not_counted(tmp_path, small_budget)
 
 _CHILD = textwrap.dedent("""
     import json, os, sys
-    from plog.engine.cluster import DataDir
-    from plog.engine.descriptor_budget import budget
-    from plog.engine.producer import Producer
+    from plog.engine.cluster.data_dir import DataDir
+    from plog.engine.storage.descriptor_budget import budget
+    from plog.engine.clients.producer import Producer
 
     path, n = sys.argv[1], int(sys.argv[2])
     dd = DataDir.init(path, brokers=2)
@@ -271,7 +271,7 @@ def test_a_writer_and_readers_of_many_partitions_under_a_tiny_nofile_limit(tmp_p
 
 _TOO_FEW = textwrap.dedent("""
     import os, sys
-    from plog.engine.cluster import DataDir
+    from plog.engine.cluster.data_dir import DataDir
     from plog.engine.errors import ResourceLimitError
 
     dd = DataDir.init(sys.argv[1], brokers=3)
@@ -328,7 +328,7 @@ def test_creating_a_topic_is_all_or_nothing(tmp_path, monkeypatch, where):
         _fail_on_call(monkeypatch, LogManager, "adopt_new_logs", 2, OSError(errno.EIO, "Input/output error", "x"))
         expected = OSError
     elif where == "committing":
-        import plog.engine.cluster as cluster
+        import plog.engine.cluster.data_dir as cluster
 
         def no_room(path, data):
             raise KafkaStorageError(f"Error while writing to file {path}: No space left on device")
@@ -370,7 +370,7 @@ def test_creating_a_topic_is_all_or_nothing(tmp_path, monkeypatch, where):
 
 
 def Producer_(dd):
-    from plog.engine.producer import Producer
+    from plog.engine.clients.producer import Producer
 
     return Producer(dd, linger_ms=3_600_000)
 

@@ -45,9 +45,9 @@ BIG_VALUE = 104_800
 CHILD = r"""
 import gc, json, os, sys, time
 
-from plog.engine.config import LogConfig
-from plog.engine.file_records import FileBatches
-from plog.engine.log import Log
+from plog.engine.storage.log_config import LogConfig
+from plog.engine.storage.file_records import FileBatches
+from plog.engine.storage.log import Log
 from plog.formats.batches import BatchIterator
 
 def status(field):

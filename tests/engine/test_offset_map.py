@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plog.engine.offset_map import BYTES_PER_ENTRY, OffsetMapFullError, SkimpyOffsetMap
+from plog.engine.maintenance.offset_map import BYTES_PER_ENTRY, OffsetMapFullError, SkimpyOffsetMap
 
 
 def java_int(n: int) -> int:

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as _kafka_python_murmur2
 
-from plog.engine.partitioner import (
+from plog.engine.clients.partitioner import (
     StickyPartitioner,
     choose_partition,
     murmur2,

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plog.engine.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
-from plog.engine.placement import (
+from plog.engine.cluster.placement import (
     BrokerMetadata,
     add_partitions_assignment,
     assign_replicas_to_brokers,

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from plog.engine.cluster import DataDir
-from plog.engine.consumer import Consumer
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.clients.consumer import Consumer
 from plog.engine.errors import (
     InvalidProducerBatchError,
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from plog.engine.partitioner import partition_for_key
-from plog.engine.producer import Producer, ProducerError
+from plog.engine.clients.partitioner import partition_for_key
+from plog.engine.clients.producer import Producer, ProducerError
 from plog.formats.batches import BatchIterator
 from plog.formats.record_batch import encode_batch
 

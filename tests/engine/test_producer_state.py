@@ -1,4 +1,4 @@
-"""Tests for plog.engine.producer_state (Kafka's ProducerStateManager)."""
+"""Tests for plog.engine.storage.producer_state (Kafka's ProducerStateManager)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from conftest import CORPUS, corpus_files
 from plog.engine.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from plog.engine.producer_state import (
+from plog.engine.storage.producer_state import (
     INT32_MAX,
     AppendOrigin,
     BatchMetadata,

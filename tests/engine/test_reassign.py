@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 
 from cli_run import plog_exe
-from plog.engine import reassign
-from plog.engine.checkpoint_files import OffsetCheckpointFile
-from plog.engine.cluster import DataDir
-from plog.engine.consumer import Consumer
+from plog.engine.cluster import reassignment as reassign
+from plog.engine.storage.checkpoints import OffsetCheckpointFile
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.clients.consumer import Consumer
 from plog.engine.errors import (
     BrokerNotAvailableError,
     InvalidReplicaAssignmentError,
     UnknownTopicOrPartitionError,
 )
-from plog.engine.producer import Producer
-from plog.engine.reassign import (
+from plog.engine.clients.producer import Producer
+from plog.engine.cluster.reassignment import (
     execute_reassignment,
     format_reassignment_json,
     generate_reassignment,
@@ -34,7 +34,7 @@ from plog.engine.reassign import (
     preferred_leaders,
     verify_reassignment,
 )
-from plog.engine.topics import TopicPartition
+from plog.engine.storage.file_names import TopicPartition
 
 ASSIGNMENT = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
 #: every replica to brokers that did not hold the partition
@@ -183,7 +183,7 @@ def test_reordering_replicas_changes_the_leader_only(tmp_path):
     # As in Kafka, a leader kept in the replica set stays leader; the preferred leader
     # election moves leadership to the new first replicas.
     assert [dd2.leader(("t", p)) for p in range(3)] == [1, 2, 3]
-    from plog.engine.brokers import elect_preferred_leaders
+    from plog.engine.cluster.brokers import elect_preferred_leaders
 
     elect_preferred_leaders(dd2)
     assert [dd2.leader(("t", p)) for p in range(3)] == [2, 3, 1]
@@ -279,8 +279,8 @@ def test_a_killed_process_between_copy_and_switch_loses_nothing(tmp_path):
     plan_file.write_text(format_reassignment_json({TopicPartition("t", p): r for p, r in MOVE_ALL.items()}))
     code = (
         "import os, sys\n"
-        "from plog.engine import reassign\n"
-        "from plog.engine.cluster import DataDir\n"
+        "from plog.engine.cluster import reassignment as reassign\n"
+        "from plog.engine.cluster.data_dir import DataDir\n"
         "reassign._switch_assignment = lambda *a, **k: os._exit(9)\n"
         "plan = reassign.parse_reassignment_json(open(sys.argv[2]).read())\n"
         "reassign.execute_reassignment(DataDir.open(sys.argv[1]), plan)\n"

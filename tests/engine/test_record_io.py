@@ -1,4 +1,4 @@
-"""Producer input and consumer output (``engine/record_io.py``).
+"""Producer input and consumer output (``engine/clients/record_io.py``).
 
 * ``LineParser`` against Kafka's own ``LineMessageReaderTest`` cases (apache/kafka,
   tools/src/test/java/org/apache/kafka/tools/LineMessageReaderTest.java), with its exact
@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 from conftest import CORPUS
 from plog.engine.binary_json import encode_bytes
-from plog.engine.dump import DumpOptions, DumpRun
+from plog.engine.inspect.dump import DumpOptions, DumpRun
 from plog.engine.errors import InputRecordError
-from plog.engine.file_records import FileBatches
-from plog.engine.record_io import (
+from plog.engine.storage.file_records import FileBatches
+from plog.engine.clients.record_io import (
     DEFAULT_TEMPLATE,
     LINE_READER_PROPERTIES,
     MESSAGE_FORMATTER_PROPERTIES,

@@ -19,16 +19,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plog.engine import recovery
-from plog.engine.checkpoint_files import CleanShutdownFile, OffsetCheckpointFile
-from plog.engine.config import LogConfig
+from plog.engine.maintenance import recovery
+from plog.engine.storage.checkpoints import CleanShutdownFile, OffsetCheckpointFile
+from plog.engine.storage.log_config import LogConfig
 from plog.engine.errors import EngineError, LogDirLockedError
-from plog.engine.lock import LogDirLock
-from plog.engine.log import Log
-from plog.engine.log_manager import LogManager
-from plog.engine.recovery import LogDirInUseError, plan_recovery, quarantine_file_name, recover
-from plog.engine.topics import TopicPartition
-from plog.engine.verify import ERROR, verify_path
+from plog.engine.storage.lock import LogDirLock
+from plog.engine.storage.log import Log
+from plog.engine.storage.log_manager import LogManager
+from plog.engine.maintenance.recovery import LogDirInUseError, plan_recovery, quarantine_file_name, recover
+from plog.engine.storage.file_names import TopicPartition
+from plog.engine.inspect.verify import ERROR, verify_path
 from plog.formats.batches import iter_batches
 from plog.formats.record_batch import encode_batch
 
@@ -452,7 +452,7 @@ def test_high_watermark_is_clamped_and_other_entries_kept(tmp_path):
 def _make_swap(part: Path, bases: list[int], suffix: str) -> list[bytes]:
     """Write, as the cleaner would, one segment at bases[0] holding the batches of the
     segments ``bases``, under ``suffix`` (``.cleaned`` or ``.swap``)."""
-    from plog.engine.segment import LogSegment
+    from plog.engine.storage.segment import LogSegment
 
     seg = LogSegment(part, bases[0], index_interval_bytes=CONFIG.index_interval_bytes, file_suffix=suffix)
     merged = []
@@ -776,7 +776,7 @@ def test_a_failing_partition_is_reported_and_keeps_its_checkpoints(tmp_path, mon
 
 
 def test_overrides_shape_the_rebuilt_indexes(tmp_path):
-    from plog.engine.config import ConfigError
+    from plog.engine.storage.log_config import ConfigError
 
     d = make_log_dir(tmp_path)
     part = d / "t-0"

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from conftest import CORPUS, corpus_files
-from plog.engine.checkpoint_files import CleanShutdownFile, OffsetCheckpointFile
-from plog.engine.discovery import log_dirs
-from plog.engine.recovery import plan_recovery, recover
-from plog.engine.verify import ERROR, verify_path
+from plog.engine.storage.checkpoints import CleanShutdownFile, OffsetCheckpointFile
+from plog.engine.storage.discovery import log_dirs
+from plog.engine.maintenance.recovery import plan_recovery, recover
+from plog.engine.inspect.verify import ERROR, verify_path
 from plog.formats.batches import iter_batches
 
 LOG_DIR_FILES = ("meta.properties", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",

@@ -11,15 +11,15 @@ import random
 
 import pytest
 
-from plog.engine import brokers
-from plog.engine.cluster import DataDir
+from plog.engine.cluster import brokers
+from plog.engine.cluster.data_dir import DataDir
 from plog.engine.errors import (
     LeaderNotAvailableError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
 )
-from plog.engine.replication import epoch_truncation_offset
-from plog.engine.topics import TopicPartition
+from plog.engine.cluster.replication import epoch_truncation_offset
+from plog.engine.storage.file_names import TopicPartition
 from plog.formats.record_batch import encode_batch
 
 TP = TopicPartition("t", 0)
@@ -231,7 +231,7 @@ def test_acks_all_is_not_acknowledged_while_an_isr_member_has_not_fetched(tmp_pa
 
 
 def test_consumers_stop_at_the_high_watermark(tmp_path):
-    from plog.engine.consumer import Consumer
+    from plog.engine.clients.consumer import Consumer
 
     dd, w, clock = cluster(tmp_path, (1, 2))
     w.append(TP, batch(b"a"), acks=1)
@@ -387,7 +387,7 @@ def test_offsets_for_leader_epoch_answers_as_kafka(tmp_path):
     """LeaderEpochFileCache.endOffsetFor: the latest epoch ends at the LEO; an epoch between
     entries ends where the next one starts; an epoch older than every entry ends where the
     first starts (a follower then truncates there, not to -1); a newer one is undefined."""
-    from plog.engine.epoch import LeaderEpochCache
+    from plog.engine.storage.leader_epoch_cache import LeaderEpochCache
 
     cache = LeaderEpochCache(tmp_path, persist=False)
     for epoch, start in ((2, 10), (4, 20), (7, 30)):
@@ -403,7 +403,7 @@ def test_offsets_for_leader_epoch_answers_as_kafka(tmp_path):
 def test_a_new_leader_starts_its_epoch_in_its_checkpoint_at_election(tmp_path):
     """Kafka's makeLeader writes (epoch, LEO) to the new leader's leader-epoch-checkpoint at
     once; events are reported once each."""
-    from plog.engine.checkpoint_files import LeaderEpochCheckpointFile
+    from plog.engine.storage.checkpoints import LeaderEpochCheckpointFile
 
     dd, w, clock = cluster(tmp_path, (1, 2))
     w.append(TP, batch(b"a", b"b"), acks=-1)

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from plog.engine.config import LogConfig
-from plog.engine.log import Log
-from plog.engine.retention import (
+from plog.engine.storage.log_config import LogConfig
+from plog.engine.storage.log import Log
+from plog.engine.maintenance.retention import (
     RULE_LOG_START,
     RULE_SIZE,
     RULE_TIME,
@@ -34,7 +34,7 @@ from plog.engine.retention import (
     plan_retention,
     sweep_deleted_files,
 )
-from plog.engine.verify import ERROR, verify_path
+from plog.engine.inspect.verify import ERROR, verify_path
 from plog.formats.legacy import encode_legacy_batch
 from plog.formats.record_batch import encode_batch
 

@@ -1,4 +1,4 @@
-"""``plog.engine.scan``: plans, stats and record walks agree however the work is split.
+"""``plog.engine.inspect.scan``: plans, stats and record walks agree however the work is split.
 
 * Every corpus log directory gives the same stats and the same records with whole-segment
   units and with tiny units (segments cut at checked index entries, slices bin-packed), in
@@ -32,10 +32,10 @@ from conftest import CORPUS, corpus_log_dirs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plog.engine import discovery
-from plog.engine.file_records import FileBatches
-from plog.engine.record_io import parse_jsonl
-from plog.engine.scan import (
+from plog.engine.storage import discovery
+from plog.engine.storage.file_records import FileBatches
+from plog.engine.clients.record_io import parse_jsonl
+from plog.engine.inspect.scan import (
     ScanError,
     ScanFilter,
     ScanRecord,
@@ -123,7 +123,7 @@ def write_segment(part: Path, base: int, entries) -> Path:
 def build_log(root: Path, topics: dict[tuple[str, int], list[bytes]], config: dict[str, str]) -> Path:
     """Append producer batches (base offset 0) with the engine's LogManager: real
     segments, offset and time indexes."""
-    from plog.engine.log_manager import LogManager
+    from plog.engine.storage.log_manager import LogManager
 
     config = {"plog.fsync.on.produce": "false", **config}
     with LogManager([root], cluster_id="scan-test") as lm:

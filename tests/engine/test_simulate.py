@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from plog.engine.cluster import DataDir
+from plog.engine.cluster.data_dir import DataDir
 from plog.engine.errors import EngineError, LogDirError
-from plog.engine.simulate import ScenarioError, load_scenario, parse_duration_ms, run_scenario
-from plog.engine.topics import TopicPartition
+from plog.engine.cluster.simulation import ScenarioError, load_scenario, parse_duration_ms, run_scenario
+from plog.engine.storage.file_names import TopicPartition
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 T0 = TopicPartition("t", 0)

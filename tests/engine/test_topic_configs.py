@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from plog.engine.config import ConfigError
-from plog.engine.topic_configs import (
+from plog.engine.storage.log_config import ConfigError
+from plog.engine.storage.topic_configs import (
     COMMAND_LINE,
     DYNAMIC_BROKER,
     DYNAMIC_CLUSTER,
@@ -161,8 +161,8 @@ def test_partition_registrations_follow_kafkas_merge(tmp_path):
     """PartitionRecord, then PartitionChangeRecords as Kafka's PartitionRegistration.merge applies
     them: an ISR change keeps the leader epoch, any leader field but -2 (none, -1, included)
     starts a new one; a plain Kafka log directory describes the result."""
-    from plog.engine.cluster import DataDir
-    from plog.engine.topic_configs import read_metadata_image
+    from plog.engine.cluster.data_dir import DataDir
+    from plog.engine.storage.topic_configs import read_metadata_image
 
     tid, gone = uuid.uuid4(), uuid.uuid4()
     reg = {"replicas": [1, 2], "isr": [1, 2], "removingReplicas": [], "addingReplicas": [], "leader": 1,

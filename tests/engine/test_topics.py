@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import corpus_files
 
-from plog.engine import topics as t
+from plog.engine.storage import file_names as t
 from plog.engine.errors import EngineError, InvalidTopicError
-from plog.engine.topics import TopicPartition
+from plog.engine.storage.file_names import TopicPartition
 from plog.formats import checkpoints
 
 UID = uuid.UUID("0123456789abcdef0123456789abcdef")

@@ -1,4 +1,4 @@
-"""read_committed for a read-only reader (plog.engine.txn_view).
+"""read_committed for a read-only reader (plog.engine.clients.txn_view).
 
 Logs are written with the engine (``Log.append_as_leader`` for producer batches,
 ``Log.append_end_txn_marker`` for the coordinator's markers) and read back through
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from plog.engine.config import LogConfig
+from plog.engine.storage.log_config import LogConfig
 from plog.engine.errors import OffsetOutOfRangeError
-from plog.engine.log import Log
-from plog.engine.txn_view import (
+from plog.engine.storage.log import Log
+from plog.engine.clients.txn_view import (
     OpenTxn,
     read_committed_records,
     read_uncommitted_records,

@@ -1,4 +1,4 @@
-"""``plog.engine.verify``: the corpus verifies clean; each kind of damage is named with its file
+"""``plog.engine.inspect.verify``: the corpus verifies clean; each kind of damage is named with its file
 and position; warnings are what a broker handles by itself; the walk resynchronises.
 
 Damaged copies are made from a small log directory written by plog's own ``LogManager``
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS
 
-from plog.engine import discovery
-from plog.engine import verify as V
-from plog.engine.verify import ERROR, WARNING, VerifyOptions, VerifyStats, verify_paths
+from plog.engine.storage import discovery
+from plog.engine.inspect import verify as V
+from plog.engine.inspect.verify import ERROR, WARNING, VerifyOptions, VerifyStats, verify_paths
 from plog.formats.checkpoints import format_offset_checkpoint
 from plog.formats.indexes import encode_aborted_txn
 from plog.formats.producer_snapshot import ProducerSnapshotEntry, encode_snapshot
@@ -44,7 +44,7 @@ def corpus_log_dirs() -> list[Path]:
 
 
 def build_log_dir(root: Path) -> Path:
-    from plog.engine.log_manager import LogManager
+    from plog.engine.storage.log_manager import LogManager
 
     config = {"segment.bytes": "20000", "index.interval.bytes": "1000", "plog.fsync.on.produce": "false"}
     with LogManager([root], cluster_id="verify-test") as lm:
@@ -589,7 +589,7 @@ def test_damage_says_what_a_broker_start_does_about_it(logdir):
 
 
 def test_a_partition_cluster_json_assigns_without_a_folder_is_an_error(tmp_path):
-    from plog.engine.cluster import DataDir
+    from plog.engine.cluster.data_dir import DataDir
 
     dd = DataDir.init(tmp_path / "dd", brokers=2)
     dd.create_topic("t", 3, 2)

@@ -239,7 +239,7 @@ class CrashRun:
     killed: Path
     plog_dir: Path
     kafka_dir: Path
-    plog_report: object  # plog.engine.log_manager.StartupReport
+    plog_report: object  # plog.engine.storage.log_manager.StartupReport
     kafka_end_offsets: dict
     damage: list  # what kafka_scenarios.damage_killed_dir did to the killed directory
     broker_logs: dict = field(default_factory=dict)
@@ -302,7 +302,7 @@ def kafka_written_logdir(kafka_written):
 def kafka_crashed(_kafka, tmp_path_factory):
     from kafka_scenarios import crash_topics, damage_killed_dir, run_crash_scenario
 
-    from plog.engine.log_manager import LogManager
+    from plog.engine.storage.log_manager import LogManager
 
     def build(version: str) -> CrashRun:
         with _stage(f"Kafka {version}, crash scenario: starting the broker"):

@@ -101,7 +101,7 @@ def collect(root: Path, *, skip_top: tuple[str, ...] = ()) -> SourceFiles:
     Kafka ignores those too, while ``plog dump`` prints their entries, a documented
     extension (``plog dump --help``: "Beyond Kafka: ... the text checkpoint files").
     """
-    from plog.engine.dump import TEXT_CHECKPOINT_FILES
+    from plog.engine.inspect.dump import TEXT_CHECKPOINT_FILES
 
     out = SourceFiles()
     root = Path(root)

@@ -1,14 +1,14 @@
 """What the interop suite makes plog's engine write for real Kafka to read ("plog writes,
 Kafka reads", issue 5 item 4), and the manifest of every record it wrote.
 
-:func:`write_plog_scenario` drives plog's :class:`~plog.engine.log_manager.LogManager`
+:func:`write_plog_scenario` drives plog's :class:`~plog.engine.storage.log_manager.LogManager`
 the way a broker's request handlers would (``append_as_leader`` for producer batches,
 ``append_end_txn_marker`` for the coordinator's markers) into a fresh data directory,
 then closes it (checkpoints and the clean-shutdown marker). Everything is deterministic
 (seeded) except the base time, which is "now" (Kafka expires producers idle for a day
 and deletes segments older than the retention on load, so the data must be recent).
 
-Topics (each a :class:`~plog.engine.config.LogConfig`, given to Kafka as the same topic
+Topics (each a :class:`~plog.engine.storage.log_config.LogConfig`, given to Kafka as the same topic
 configs, so that a broker's recovery rebuilds indexes with the same interval):
 
 * ``codec-<c>`` for every codec: keyed and keyless records, null and empty values
@@ -37,8 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from plog.engine.config import LogConfig
-from plog.engine.log_manager import LogManager
+from plog.engine.storage.log_config import LogConfig
+from plog.engine.storage.log_manager import LogManager
 from plog.formats.compression import codec_id
 from plog.formats.record_batch import encode_batch
 from plog.formats.records import CREATE_TIME, LOG_APPEND_TIME

@@ -50,11 +50,11 @@ from kafka_scenarios import GROUP_ID, MULTI_TOPIC, TXN_TOPIC, _create_topics, _p
 from kafka_versions import major
 
 from plog.engine.binary_json import decode_bytes
-from plog.engine.cluster import DataDir
-from plog.engine.consumer import Consumer
-from plog.engine.groups import GroupCoordinator
-from plog.engine.partitioner import partition_for_key
-from plog.engine.producer import Producer
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.clients.consumer import Consumer
+from plog.engine.groups.coordinator import GroupCoordinator
+from plog.engine.clients.partitioner import partition_for_key
+from plog.engine.clients.producer import Producer
 from plog.formats.offsets_topic import partition_for_group
 
 pytestmark = pytest.mark.interop

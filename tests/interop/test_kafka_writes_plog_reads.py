@@ -33,8 +33,8 @@ from kafka_scenarios import (
     TXN_TOPIC,
 )
 
-from plog.engine.config import LogConfig
-from plog.engine.log import Log
+from plog.engine.storage.log_config import LogConfig
+from plog.engine.storage.log import Log
 from plog.formats import offsets_topic
 from plog.formats.control import ControlRecordType, parse_control_key
 
@@ -371,7 +371,7 @@ def test_plog_open_and_close_changes_nothing(written, tmp_path):
     of. Compared as parsed entries; bytes must be equal whenever nothing was removed."""
     from kafka_broker import copy_log_dir
 
-    from plog.engine.log_manager import LogManager
+    from plog.engine.storage.log_manager import LogManager
 
     copy = copy_log_dir(written.log_dir, tmp_path / "logs")
     with LogManager([copy]) as manager:

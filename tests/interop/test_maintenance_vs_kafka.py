@@ -69,8 +69,8 @@ from kafka_maintenance_scenarios import (
 from kafka_scenarios import DAMAGED, TORN_TOPIC, consume_all
 
 from plog.cli.main import main as plog_main
-from plog.engine.config import LogConfig
-from plog.engine.log import Log
+from plog.engine.storage.log_config import LogConfig
+from plog.engine.storage.log import Log
 from plog.formats.control import parse_control_key
 
 pytestmark = pytest.mark.interop

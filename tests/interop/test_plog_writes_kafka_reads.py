@@ -407,7 +407,7 @@ def test_scenario_covers_what_it_claims(plog_written):
     segments, several per codec topic, two leader epochs, aborted transactions indexed in more than one
     segment (one of them with a last stable offset below its first offset: another
     producer's transaction was open), snapshots holding open transactions, every codec."""
-    from plog.engine.producer_state import read_snapshot
+    from plog.engine.storage.producer_state import read_snapshot
 
     counts = plog_written.segment_counts
     assert counts[("segments", 0)] >= 15

@@ -60,10 +60,10 @@ from kafka_files import (
 from kafka_scenarios import _create_topics, consume_all
 from kafka_versions import once_per_version, small_segment_config
 
-from plog.engine import brokers as engine_brokers
-from plog.engine.cluster import DataDir
-from plog.engine.producer import Producer
-from plog.engine.topics import TopicPartition
+from plog.engine.cluster import brokers as engine_brokers
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.clients.producer import Producer
+from plog.engine.storage.file_names import TopicPartition
 from plog.formats.record_batch import encode_batch
 
 pytestmark = pytest.mark.interop

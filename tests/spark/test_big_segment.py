@@ -6,7 +6,7 @@ index (one entry per batch, as Kafka's 4 KiB index interval leaves for 16 KiB ap
 In a fresh subprocess (so its peak RSS measures nothing but this), the data source's
 executor-side path runs without Spark: ``PlogReader.partitions()`` plans the units and
 ``read(partition)`` yields Arrow record batches for each, counted; then
-:func:`plog.engine.scan.unit_stats` walks every unit at record level. The peak RSS must stay
+:func:`plog.engine.inspect.scan.unit_stats` walks every unit at record level. The peak RSS must stay
 far below the file size.
 
 Needs pyarrow and pyspark (the data source module imports pyspark's Python data source
@@ -103,7 +103,7 @@ READER = textwrap.dedent("""
         return None
 
 
-    from plog.engine.scan import merge_stats, unit_stats
+    from plog.engine.inspect.scan import merge_stats, unit_stats
     from plog.spark_tasks.datasource import PlogReader
 
     path, level = sys.argv[1], sys.argv[2]

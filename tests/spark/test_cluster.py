@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CORPUS
-from plog.engine import scan as S
+from plog.engine.inspect import scan as S
 
 pytestmark = pytest.mark.spark
 

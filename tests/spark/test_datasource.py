@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import corpus_top_dirs
-from plog.engine import scan as S
+from plog.engine.inspect import scan as S
 
 pytestmark = pytest.mark.spark
 
@@ -118,7 +118,7 @@ def test_every_corpus_directory_reads_like_the_engine(spark):
 
 
 def test_batch_level_rows_equal_unit_batches(spark, generated):
-    from plog.engine.scan import plan_scan, unit_batches
+    from plog.engine.inspect.scan import plan_scan, unit_batches
 
     got = [tuple(r) for r in frame(spark, generated, level="batch", unit_bytes=2048).collect()]
     want = [b for u in plan_scan([str(generated)]).units for b in unit_batches(u)]

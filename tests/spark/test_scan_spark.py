@@ -61,7 +61,7 @@ def test_search_everything_equals_every_record(capsys, spark, generated):
     code, out, _e = on_spark(capsys, spark, str(generated), "--value-contains", "")
     assert code == 0 and out == want
     # a value-contains of nothing matches every non-null value
-    from plog.engine.scan import scan_records
+    from plog.engine.inspect.scan import scan_records
 
     assert out.count("\n") == sum(1 for r in scan_records([str(generated)]) if r.value is not None)
 

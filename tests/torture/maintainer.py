@@ -48,7 +48,7 @@ import sys
 import time
 import traceback
 
-from plog.engine.maintenance import MaintenanceOptions, run_compaction, run_retention
+from plog.engine.maintenance.runner import MaintenanceOptions, run_compaction, run_retention
 
 _write = os.write  # the report channel never goes through the hooks
 _readlink = os.readlink
@@ -60,7 +60,7 @@ def say(line: str) -> None:
 
 
 def recover(path: str, **kwargs):
-    from plog.engine.recovery import recover as engine_recover
+    from plog.engine.maintenance.recovery import recover as engine_recover
 
     return engine_recover(path, **kwargs)
 
@@ -214,7 +214,7 @@ def warm_up() -> None:
     import shutil
     import tempfile
 
-    from plog.engine.log_manager import LogManager
+    from plog.engine.storage.log_manager import LogManager
     from plog.formats.record_batch import encode_batch
 
     root = tempfile.mkdtemp(prefix="plog-maintainer-warmup-")
@@ -243,7 +243,7 @@ def warm_up() -> None:
             recover(root, jobs=1)
             recover(root, jobs=1, salvage=True, all_segments=True)
         except ImportError:
-            pass  # plog.engine.recovery not there yet: only the recover test needs it
+            pass  # plog.engine.maintenance.recovery not there yet: only the recover test needs it
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -74,12 +74,12 @@ from pathlib import Path
 
 import pytest
 
-from plog.engine.checkpoint_files import OffsetCheckpointFile
-from plog.engine.file_records import FileBatches
-from plog.engine.log_manager import LogManager
-from plog.engine.maintenance import MaintenanceOptions, run_compaction, run_retention
-from plog.engine.topics import TopicPartition
-from plog.engine.verify import verify_path
+from plog.engine.storage.checkpoints import OffsetCheckpointFile
+from plog.engine.storage.file_records import FileBatches
+from plog.engine.storage.log_manager import LogManager
+from plog.engine.maintenance.runner import MaintenanceOptions, run_compaction, run_retention
+from plog.engine.storage.file_names import TopicPartition
+from plog.engine.inspect.verify import verify_path
 from plog.formats.errors import FormatError
 from plog.formats.record_batch import encode_batch
 
@@ -335,7 +335,7 @@ def in_flight_files(log_dir: Path) -> list[str]:
 
 
 def recover_log_dir(log_dir: Path, **kwargs):
-    from plog.engine.recovery import recover
+    from plog.engine.maintenance.recovery import recover
 
     return recover(str(log_dir), jobs=1, **kwargs)
 

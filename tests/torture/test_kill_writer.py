@@ -55,8 +55,8 @@ from pathlib import Path
 
 import pytest
 
-from plog.engine.file_records import FileBatches
-from plog.engine.log import Log
+from plog.engine.storage.file_records import FileBatches
+from plog.engine.storage.log import Log
 
 HERE = Path(__file__).resolve().parent
 WRITER_PATH = HERE / "writer.py"

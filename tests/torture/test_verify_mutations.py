@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 
 from conftest import CORPUS
 from plog.cli.main import app
-from plog.engine.verify import VerifyStats, verify_paths
+from plog.engine.inspect.verify import VerifyStats, verify_paths
 
 SEED = int(os.environ.get("PLOG_VERIFY_SEED", random.SystemRandom().randrange(1 << 32)))
 ITERATIONS = int(os.environ.get("PLOG_VERIFY_ITERATIONS", "2000"))
@@ -37,7 +37,7 @@ CORPUS_LOG_DIR = CORPUS / "yuanliubei__kafka-source-code/kafka-logs"
 
 
 def build_log_dir(root: Path) -> Path:
-    from plog.engine.log_manager import LogManager
+    from plog.engine.storage.log_manager import LogManager
     from plog.formats.record_batch import encode_batch
 
     config = {"segment.bytes": "6000", "index.interval.bytes": "500", "plog.fsync.on.produce": "false"}

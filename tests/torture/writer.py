@@ -35,8 +35,8 @@ import sys
 import time
 import traceback
 
-from plog.engine.config import LogConfig
-from plog.engine.log import Log
+from plog.engine.storage.log_config import LogConfig
+from plog.engine.storage.log import Log
 from plog.formats.record_batch import encode_batch
 
 TS0 = 1_700_000_000_000

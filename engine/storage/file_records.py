@@ -1,0 +1,122 @@
+"""Reading the entries of a ``.log`` file in bounded chunks (Kafka's ``FileRecords.batchesFrom``).
+
+The file is read with ``preadv`` into a reused buffer, never mapped: a segment
+truncated by another process while we read it gives a short read here, not a SIGBUS,
+and memory stays at one chunk (8 MiB by default, or the size of the largest batch if
+that is bigger) whatever the file size.
+
+The descriptor is a :class:`~plog.engine.storage.descriptor_budget.ReopenableFile`, held from the
+first batch to the end of the iteration: an iteration suspended between two batches (a
+consumer with thousands of partitions) lets the descriptor budget close it, and the next
+read reopens the same file (or fails with ``ESTALE`` if the path now names another file).
+
+Each chunk is walked by :class:`plog.formats.batches.BatchIterator`; an entry cut by the
+chunk boundary is carried over to the next read. Batches are yielded with their file
+positions. A batch's ``buffer`` is only valid until the next batch is requested (the
+chunk buffer is reused); copy it (``bytes(batch.buffer)``) to keep it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from typing import Iterator
+
+from plog.formats.batches import BatchIterator, TrailingBytes
+from plog.formats.errors import FormatError
+
+from plog.engine.storage.descriptor_budget import ReopenableFile
+
+DEFAULT_CHUNK_SIZE = 8 << 20
+
+
+class FileBatches:
+    """Iterate the entries of ``path`` from byte ``start`` to ``end`` (default: EOF).
+
+    After iteration, ``valid_end`` is the file position after the last whole entry and
+    ``trailing`` describes bytes left after it (a partial entry or a short fragment).
+    Raises ``CorruptRecordError`` (with the file position) for an impossible header.
+    """
+
+    def __init__(self, path: str | os.PathLike, start: int = 0, end: int | None = None, *,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, max_batch_size: int | None = None):
+        self.path = os.fspath(path)
+        self.start = start
+        self.end = end
+        self.chunk_size = chunk_size
+        self.max_batch_size = max_batch_size
+        self.valid_end = start
+        self.trailing: TrailingBytes | None = None
+
+    def __iter__(self) -> Iterator:
+        f = ReopenableFile(self.path, os.O_RDONLY)
+        try:
+            if stat.S_ISDIR(f.stat.st_mode):  # open(2) takes a directory; reading it cannot
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self.path)
+            yield from self._iter(f)
+        except FormatError as e:
+            if e.path is None:  # its position is in this file: say which (an error names its file)
+                e.path = self.path
+            raise
+        finally:
+            f.close()
+
+    def _iter(self, f: ReopenableFile) -> Iterator:
+        file_end = f.stat.st_size
+        end = file_end if self.end is None else min(self.end, file_end)
+        pos = self.start
+        buf = bytearray(min(self.chunk_size, max(end - pos, 0)) or 1)
+        while pos < end:
+            want = min(len(buf), end - pos)
+            got = _read_into(f.fd, memoryview(buf)[:want], pos)
+            if got <= 0:
+                break  # the file shrank under us: what was read is all there is
+            view = memoryview(buf)[:got]
+            it = BatchIterator(view, 0, got, base_position=pos, max_batch_size=self.max_batch_size)
+            try:
+                yield from it
+            finally:
+                view.release()
+            self.valid_end = it.valid_end
+            tail = it.trailing
+            # A short read means the file shrank while we read it: treat it as the end.
+            at_eof = pos + got >= end or got < want
+            if tail is None:
+                pos = it.valid_end
+                if at_eof:
+                    return
+                continue
+            if at_eof:
+                self.trailing = tail
+                return
+            # The chunk ended inside an entry: read again from its start, with a buffer
+            # large enough for it if it announced its size (bounded by the file's end).
+            if tail.position == pos and tail.declared_size is not None and tail.declared_size > len(buf):
+                buf = bytearray(min(tail.declared_size, end - pos))
+            elif tail.position == pos and tail.declared_size is None:
+                # Fewer than 18 bytes in a whole chunk can only happen at EOF; guard anyway.
+                self.trailing = tail
+                return
+            pos = tail.position
+
+
+def _read_into(fd: int, view: memoryview, position: int) -> int:
+    """Fill ``view`` from ``position`` as far as the file goes (a short count at EOF)."""
+    done = 0
+    while done < len(view):
+        n = os.preadv(fd, [view[done:]], position + done) if _HAS_PREADV else _pread_into(fd, view[done:],
+                                                                                         position + done)
+        if n <= 0:
+            break
+        done += n
+    return done
+
+
+def _pread_into(fd: int, view: memoryview, position: int) -> int:
+    data = os.pread(fd, len(view), position)
+    view[:len(data)] = data
+    return len(data)
+
+
+_HAS_PREADV = hasattr(os, "preadv")

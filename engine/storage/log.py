@@ -1,0 +1,524 @@
+"""``Log``: one partition, Kafka's ``UnifiedLog`` + ``LocalLog`` without replication.
+
+State and invariants:
+
+* ``segments``: sorted by base offset, contiguous in offsets; the last is active.
+* ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset`` (LEO: the next offset
+  to assign). ``recovery_point``: everything below it is fsynced, so recovery after a
+  crash starts from the segment holding it.
+* Offsets are assigned on append (``append_as_leader``), never by the caller: a producer
+  batch arrives with base offset 0 and is rewritten in place (baseOffset and
+  partitionLeaderEpoch lie outside the CRC; LogAppendTime recomputes it), as Kafka's
+  ``LogValidator`` does for a v2 batch whose codec the topic keeps.
+* Durability: with ``plog.fsync.on.produce`` (default) every append is fsynced before it
+  returns and the recovery point follows the LEO; otherwise Kafka's ``flush.messages`` /
+  ``flush.ms`` decide, and a roll flushes the finished segment.
+
+Not thread-safe: one writer (the ``.lock`` of the log directory) drives a Log at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from plog.formats.batches import BatchIterator
+from plog.formats.control import ControlRecordType, encode_control_key, encode_end_txn_marker
+from plog.formats.errors import FormatError
+from plog.formats.legacy import LegacyBatch
+from plog.formats.record_batch import (
+    RecordBatch,
+    encode_batch,
+    set_base_offset,
+    set_max_timestamp,
+    set_partition_leader_epoch,
+)
+from plog.formats.records import LOG_APPEND_TIME
+
+from plog.engine.storage.log_config import LogConfig
+from plog.engine.storage.leader_epoch_cache import LeaderEpochCache
+from plog.engine.errors import (
+    InvalidProducerBatchError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from plog.engine.storage.segment import FetchData, LogOffsetPosition, LogSegment, RollParams, TimestampAndOffset
+from plog.engine.storage.segments import LogSegments
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+@dataclass
+class LogAppendInfo:
+    """What an append did (Kafka's ``LogAppendInfo``)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    records_count: int
+    valid_bytes: int
+    duplicate: bool = False
+
+
+@dataclass
+class LoadReport:
+    """What opening the log found and did (filled by ``loader.load_log``)."""
+
+    directory: str
+    clean_shutdown: bool
+    actions: list[str] = field(default_factory=list)
+    recovered_segments: list = field(default_factory=list)  # SegmentRecovery reports
+    deleted_files: list[str] = field(default_factory=list)
+    truncated_bytes: int = 0
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    recovery_point: int = 0
+    segments: int = 0
+
+
+class Log:
+    """A partition log over ``directory``; build it with :meth:`open`."""
+
+    def __init__(self, directory: Path, config: LogConfig, segments: LogSegments, *, log_start_offset: int,
+                 recovery_point: int, next_offset: int, producer_state, epoch_cache: LeaderEpochCache,
+                 time_source=None, writable: bool = True, load_report: LoadReport | None = None):
+        self.dir = Path(directory)
+        self.config = config
+        self.segments = segments
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.log_end_offset = next_offset
+        self.high_watermark = next_offset
+        #: True when a replication layer owns the high watermark (min LEO over the ISR on a
+        #: leader, the leader's value on a follower); False: every append moves it to the LEO.
+        self.replicated = False
+        self.producer_state = producer_state
+        self.epoch_cache = epoch_cache
+        self.writable = writable
+        self.load_report = load_report
+        self._now = time_source or (lambda: int(time.time() * 1000))
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._now()
+        self.closed = False
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike, config: LogConfig | None = None, *, log_start_offset: int = 0,
+             recovery_point: int = 0, had_clean_shutdown: bool = True, writable: bool = True,
+             time_source=None) -> "Log":
+        """Open (and if needed recover) the partition at ``directory``; see ``loader``."""
+        from plog.engine.storage.loader import load_log
+
+        return load_log(Path(directory), config or LogConfig(), log_start_offset=log_start_offset,
+                        recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown, writable=writable,
+                        time_source=time_source)
+
+    # -- facts ------------------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments.last
+
+    @property
+    def size(self) -> int:
+        return self.segments.size_in_bytes()
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"log {self.dir} is closed")
+
+    # -- append ---------------------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes | bytearray, *, leader_epoch: int = 0,
+                         origin: str = "client", flush: bool = True) -> LogAppendInfo:
+        """Validate one producer batch as Kafka's leader does, assign its offsets, append.
+
+        ``records`` must hold exactly one v2 batch with base offset 0 (what a producer
+        sends). Raises a typed engine error for anything Kafka would reject.
+        ``flush=False`` leaves the durability decision to the caller, who appends a group
+        of batches and then calls :meth:`flush` once (a group commit, as one produce
+        request of many batches is one fsync).
+        """
+        self._check_open()
+        buf = bytearray(records)
+        batch = self._validate_producer_batch(buf, origin)
+        now = self._now()
+        pid = batch.producer_id
+        append_info = None
+        if pid >= 0 and self.producer_state is not None:
+            dup = self.producer_state.find_duplicate_batch(pid, batch.producer_epoch, batch.base_sequence,
+                                                           batch.last_sequence)
+            if dup is not None:
+                # A retried batch already in the log: acknowledge it again, write nothing.
+                first = dup.last_offset - dup.offset_delta
+                return LogAppendInfo(first, dup.last_offset, dup.timestamp, dup.last_offset, -1,
+                                     self.log_start_offset, dup.offset_delta + 1, 0, duplicate=True)
+        first_offset = self.log_end_offset
+        last_offset = first_offset + batch.last_offset_delta
+        set_base_offset(buf, first_offset)
+        set_partition_leader_epoch(buf, leader_epoch)
+        log_append_time = -1
+        if self.config.log_append_time:
+            log_append_time = now
+            set_max_timestamp(buf, LOG_APPEND_TIME, now)
+        max_ts = log_append_time if log_append_time >= 0 else batch.max_timestamp
+        # Re-read the header after the in-place rewrites (a view over buf, no copy).
+        written = RecordBatch(memoryview(buf))
+        if pid >= 0 and self.producer_state is not None:
+            # Sequence and epoch checks (OutOfOrderSequence, fencing) before anything is written.
+            append_info = self.producer_state.prepare_update(pid, origin)
+            append_info.append(written)
+        info = LogAppendInfo(first_offset, last_offset, max_ts, last_offset, log_append_time, self.log_start_offset,
+                             batch.records_count, len(buf))
+        self._append(buf, info, leader_epoch, batches=[written], validated=append_info, flush=flush)
+        return info
+
+    def _validate_producer_batch(self, buf: bytearray, origin: str) -> RecordBatch:
+        it = BatchIterator(memoryview(buf))
+        try:
+            batches = list(it)
+        except FormatError as e:
+            raise InvalidProducerBatchError(f"Invalid producer batch for {self.name}: {e}") from None
+        if it.trailing is not None or len(batches) != 1:
+            raise InvalidProducerBatchError(
+                f"A produce to {self.name} must hold exactly one whole record batch "
+                f"({len(batches)} batches, {0 if it.trailing is None else it.trailing.length} trailing bytes)")
+        batch = batches[0]
+        if isinstance(batch, LegacyBatch):
+            raise InvalidProducerBatchError(f"plog writes magic v2 batches only (got magic {batch.magic})")
+        if batch.size_in_bytes > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"The record batch of {batch.size_in_bytes} bytes for {self.name} is larger than "
+                f"max.message.bytes ({self.config.max_message_bytes})")
+        if batch.size_in_bytes > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {batch.size_in_bytes} bytes in append to partition {self.name} which exceeds "
+                f"the maximum configured segment size of {self.config.segment_bytes}")
+        if origin == "client" and batch.base_offset != 0:
+            raise InvalidProducerBatchError(
+                f"The baseOffset of the record batch in the append to {self.name} should be 0, "
+                f"but it is {batch.base_offset}")
+        if not batch.is_valid():
+            raise InvalidProducerBatchError(
+                f"Record is corrupt (stored crc = {batch.crc}, computed crc = {batch.compute_crc()}) "
+                f"in append to {self.name}")
+        if batch.records_count < 1:
+            raise InvalidProducerBatchError(f"Batch in append to {self.name} has no records")
+        if batch.last_offset_delta + 1 != batch.records_count:
+            raise InvalidProducerBatchError(
+                f"Inconsistent batch offset range [0, {batch.last_offset_delta}] and record count "
+                f"{batch.records_count} in append to {self.name}")
+        if origin == "client" and batch.is_control:
+            raise InvalidProducerBatchError(f"Clients are not allowed to write control records in {self.name}")
+        if batch.producer_id >= 0 and batch.base_sequence < 0 and not batch.is_transactional and origin == "client":
+            raise InvalidProducerBatchError(
+                f"Invalid sequence number {batch.base_sequence} in record batch with producerId {batch.producer_id}")
+        if self.config.compact:
+            for record in batch.records():
+                if record.key is None:
+                    raise InvalidProducerBatchError(
+                        f"Compacted topic cannot accept message without key in topic partition {self.name}.")
+        return batch
+
+    def append_as_follower(self, records: bytes, *, flush: bool = True) -> LogAppendInfo:
+        """Append batches that already carry their offsets (replication, repair tools):
+        offsets must start at the LEO and increase."""
+        self._check_open()
+        buf = bytes(records)
+        batches = list(BatchIterator(buf))
+        if not batches:
+            raise InvalidProducerBatchError("nothing to append")
+        expected = self.log_end_offset
+        max_ts, max_off = -1, batches[0].last_offset
+        count = 0
+        for b in batches:
+            b.ensure_valid()
+            if b.base_offset < expected:
+                raise InvalidProducerBatchError(
+                    f"Out of order offsets in append to {self.name}: {b.base_offset} after {expected - 1}")
+            expected = b.next_offset
+            if b.max_timestamp > max_ts:
+                max_ts, max_off = b.max_timestamp, b.last_offset
+            count += (b.records_count or 1)
+        info = LogAppendInfo(batches[0].base_offset, batches[-1].last_offset, max_ts, max_off, -1,
+                             self.log_start_offset, count, len(buf))
+        self._append(bytearray(buf), info, None, batches=batches, flush=flush)
+        return info
+
+    def append_end_txn_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
+                              coordinator_epoch: int = 0, leader_epoch: int = 0) -> LogAppendInfo:
+        """Write a COMMIT/ABORT marker for a producer's open transaction, as the
+        transaction coordinator makes the partition leader do."""
+        now = self._now()
+        offset = self.log_end_offset
+        key = encode_control_key(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT)
+        raw = encode_batch([(offset, now, key, encode_end_txn_marker(coordinator_epoch))], base_offset=offset,
+                           producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True,
+                           is_control=True, partition_leader_epoch=leader_epoch)
+        info = LogAppendInfo(offset, offset, now, offset, -1, self.log_start_offset, 1, len(raw))
+        self._append(bytearray(raw), info, leader_epoch, batches=list(BatchIterator(raw)))
+        return info
+
+    def _append(self, buf: bytearray, info: LogAppendInfo, leader_epoch: int | None, *, batches,
+                validated=None, flush: bool = True) -> None:
+        """Write validated bytes to the (maybe new) active segment and advance the log.
+
+        ``validated`` is a producer append already checked against producer state (a
+        leader append); otherwise producer state is updated from ``batches`` without
+        sequence checks, as Kafka does for replicated and recovered data."""
+        segment = self._maybe_roll(len(buf), info)
+        segment.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, buf, batches)
+        if leader_epoch is not None:
+            self.epoch_cache.assign(leader_epoch, info.first_offset)
+        else:
+            for b in batches:
+                if b.magic >= 2 and b.partition_leader_epoch >= 0:
+                    self.epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
+        psm = self.producer_state
+        if psm is not None:
+            if validated is not None:
+                psm.update(validated)
+                psm.update_map_end_offset(info.last_offset + 1)
+            else:
+                for b in batches:
+                    if b.magic >= 2:
+                        segment._update_producer_state(psm, b)
+                psm.update_map_end_offset(info.last_offset + 1)
+        self.log_end_offset = info.last_offset + 1
+        if not self.replicated:
+            self.high_watermark = self.log_end_offset
+        self._unflushed_messages += info.records_count
+        if flush:
+            self._maybe_flush()
+
+    def maybe_flush(self) -> None:
+        """Apply the durability policy after a group of ``flush=False`` appends:
+        ``plog.fsync.on.produce``, else ``flush.messages`` / ``flush.ms``."""
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
+        cfg = self.config
+        now = self._now()
+        if (cfg.fsync_on_produce or self._unflushed_messages >= cfg.flush_messages
+                or now - self._last_flush_ms >= cfg.flush_ms):
+            self.flush()
+
+    # -- roll -------------------------------------------------------------------------------------
+
+    def _maybe_roll(self, messages_size: int, info: LogAppendInfo) -> LogSegment:
+        segment = self.active_segment
+        now = self._now()
+        params = RollParams(self.config.max_segment_ms, self.config.segment_bytes, info.max_timestamp,
+                            info.last_offset, messages_size, now)
+        if segment.should_roll(params):
+            return self.roll(info.first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``max(expected_next_offset, LEO)`` (§14)."""
+        self._check_open()
+        new_base = max(expected_next_offset or 0, self.log_end_offset)
+        active = self.active_segment
+        if active.base_offset == new_base:
+            if active.size == 0:
+                # Rolling onto an empty segment at the same offset: nothing to do.
+                return active
+            raise ValueError(f"Trying to roll a new log segment for {self.name} with start offset {new_base} "
+                             f"equal to the active segment's, which is not empty")
+        active.on_become_inactive_segment()
+        segment = LogSegment.open(self.dir, new_base, self.config, time_source=self._now)
+        self.segments.add(segment)
+        if self.producer_state is not None:
+            self.producer_state.update_map_end_offset(new_base)
+            self.producer_state.take_snapshot(sync=False)
+        # Kafka flushes the finished segment asynchronously; we do it now.
+        self.flush(new_base)
+        return segment
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    def read(self, start_offset: int, max_bytes: int = 1 << 20, *, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchData:
+        """Whole batches from the batch holding ``start_offset``: up to ``max_bytes``
+        (at least one batch if ``min_one_message``), never at or past ``max_offset``
+        (exclusive; e.g. the high watermark). Raises OffsetOutOfRangeError outside
+        ``[log_start_offset, log_end_offset]``."""
+        self._check_open()
+        end = self.log_end_offset
+        if start_offset == end or (max_offset is not None and start_offset >= max_offset):
+            return FetchData(start_offset, self.active_segment.base_offset, self.active_segment.size, b"")
+        if start_offset < self.log_start_offset or start_offset > end:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {start_offset} for partition {self.name}, but we only have log "
+                f"segments in the range {self.log_start_offset} to {end}.")
+        segment = self.segments.floor(start_offset)
+        while segment is not None:
+            max_position = None
+            if max_offset is not None and max_offset <= self._segment_next_base(segment):
+                pos = segment.translate_offset(max_offset)
+                max_position = pos.position if pos is not None else segment.size
+            data = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if data is not None and data.records:
+                return data
+            segment = self.segments.higher(segment.base_offset)
+        return FetchData(start_offset, self.active_segment.base_offset, self.active_segment.size, b"")
+
+    def _segment_next_base(self, segment: LogSegment) -> int:
+        nxt = self.segments.higher(segment.base_offset)
+        return nxt.base_offset if nxt is not None else self.log_end_offset
+
+    def read_records(self, start_offset: int = None, end_offset: int | None = None):
+        """Iterate the records from ``start_offset`` (default: log start) to
+        ``end_offset`` (exclusive; default: LEO), batch by batch, with bounded memory."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        end = self.log_end_offset if end_offset is None else end_offset
+        for segment in self.segments.values(start, end):
+            position = segment.translate_offset(start)
+            if position is None:
+                continue
+            for batch in segment.batches(position.position):
+                if batch.base_offset >= end:
+                    return
+                for record in batch.records():
+                    if start <= record.offset < end:
+                        yield record
+
+    def translate_offset(self, offset: int) -> tuple[LogSegment, LogOffsetPosition] | None:
+        """Which segment and batch hold ``offset`` (index lookup + forward scan)."""
+        segment = self.segments.floor(offset)
+        while segment is not None:
+            pos = segment.translate_offset(offset)
+            if pos is not None:
+                return segment, pos
+            segment = self.segments.higher(segment.base_offset)
+        return None
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """Kafka's ``fetchOffsetByTimestamp``: -2 earliest, -1 latest, -3 max timestamp,
+        else the first record with timestamp >= ``timestamp``."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.log_start_offset)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.log_end_offset)
+        if timestamp == MAX_TIMESTAMP:
+            best = None
+            for seg in self.segments:
+                mts = seg.max_timestamp_so_far
+                if mts.timestamp >= 0 and (best is None or mts.timestamp > best.timestamp):
+                    best = mts
+            return None if best is None else TimestampAndOffset(best.timestamp, best.offset)
+        for seg in self.segments:
+            if seg.largest_timestamp >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # -- durability -------------------------------------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync everything below ``offset`` (default: the LEO); the recovery point moves there."""
+        self._check_open()
+        target = self.log_end_offset if offset is None else offset
+        if target <= self.recovery_point and offset is not None:
+            return
+        for segment in self.segments.values(self.recovery_point, max(target, self.recovery_point + 1)):
+            segment.flush()
+        self.recovery_point = max(self.recovery_point, target)
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._now()
+
+    # -- truncation and deletion -------------------------------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every record at or after ``target_offset`` (a follower's truncation)."""
+        self._check_open()
+        if target_offset < 0:
+            raise ValueError(f"Cannot truncate partition {self.name} to a negative offset ({target_offset})")
+        if target_offset >= self.log_end_offset:
+            return False
+        if target_offset < self.segments.first.base_offset:
+            self.truncate_fully_and_start_at(target_offset)
+            return True
+        for segment in reversed(self.segments.values(target_offset)):
+            if segment.base_offset > target_offset:
+                self.segments.remove(segment.base_offset)
+                segment.delete_if_exists()
+        self.active_segment.truncate_to(target_offset)
+        self.active_segment.resize_indexes(self.config.segment_index_bytes)
+        self.log_end_offset = target_offset
+        self.recovery_point = min(self.recovery_point, target_offset)
+        self.high_watermark = min(self.high_watermark, target_offset)
+        self.log_start_offset = min(self.log_start_offset, target_offset)
+        self.epoch_cache.truncate_from_end(target_offset)
+        self._rebuild_producer_state()
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start an empty log at ``new_offset``."""
+        for segment in list(self.segments):
+            self.segments.remove(segment.base_offset)
+            segment.delete_if_exists()
+        self.segments.add(LogSegment.open(self.dir, new_offset, self.config, time_source=self._now))
+        self.log_start_offset = self.log_end_offset = self.recovery_point = self.high_watermark = new_offset
+        self.epoch_cache.clear()
+        if self.producer_state is not None:
+            self.producer_state.truncate_fully_and_start_at(new_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """kafka-delete-records: raise the log start offset to ``offset`` (<= the high
+        watermark). Segments wholly below it are removed by retention later, as in Kafka."""
+        self._check_open()
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {offset} of partition {self.name} since it is larger "
+                f"than the high watermark {self.high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.epoch_cache.truncate_from_start(offset)
+        return self.log_start_offset
+
+    def _rebuild_producer_state(self) -> None:
+        from plog.engine.storage.loader import rebuild_producer_state
+
+        if self.producer_state is not None:
+            rebuild_producer_state(self.producer_state, self.segments, self.log_start_offset, self.log_end_offset,
+                                   reload_from_clean_shutdown=False)
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Kafka's close: snapshot producer state at the LEO, finalise and close segments."""
+        if self.closed:
+            return
+        if self.writable:
+            if self.producer_state is not None:
+                self.producer_state.update_map_end_offset(self.log_end_offset)
+                self.producer_state.take_snapshot(sync=True)
+            self.flush()
+        for segment in self.segments:
+            segment.close()
+        self.closed = True
+
+    def __enter__(self) -> "Log":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Log({self.dir}, start={self.log_start_offset}, end={self.log_end_offset}, "
+                f"segments={len(self.segments)})")
