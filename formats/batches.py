@@ -33,7 +33,9 @@ HEADER_SIZE_UP_TO_MAGIC = 17
 RECORD_OVERHEAD_V0 = 14
 MIN_V2_SIZE = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # 49
 
-_OFFSET_SIZE = struct.Struct(">qi")
+#: ``offset int64 | size int32``: the 12 bytes every entry starts with, whatever its magic
+#: (a v2 batch's baseOffset and batchLength, a legacy message's offset and messageSize).
+ENTRY_HEAD = struct.Struct(">qi")
 
 
 class TrailingBytes(NamedTuple):
@@ -67,7 +69,7 @@ class BatchIterator:
     def __iter__(self) -> Iterator[RecordBatch | LegacyBatch]:
         mv, end, base, max_size = self._mv, self._end, self._base, self._max
         pos = self._start
-        unpack_entry = _OFFSET_SIZE.unpack_from
+        unpack_entry = ENTRY_HEAD.unpack_from
         unpack_header = HEADER.unpack_from
         from_header = RecordBatch._from_header
         declared = None

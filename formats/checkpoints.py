@@ -72,7 +72,9 @@ import uuid as _uuid
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple
 
+from . import java
 from .errors import CheckpointError
+from .java import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 CHECKPOINT_VERSION = 0
 
@@ -92,9 +94,6 @@ OFFSET_CHECKPOINT_FILES = {
     REPLICATION_OFFSET_CHECKPOINT: "high watermark",
     CLEANER_OFFSET_CHECKPOINT: "first dirty offset of a compacted partition",
 }
-
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class TopicPartition(NamedTuple):
@@ -124,9 +123,6 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # Java's \s (no UNICODE_CHARACTER_CLASS): ASCII whitespace only.
 _JAVA_WS = re.compile(r"[ \t\n\x0b\f\r]+")
 _PARTITION_METADATA_SEP = re.compile(r":[ \t\n\x0b\f\r]+")
-# Integer.parseInt: optional sign, then digits as Character.digit(c, 10) accepts them
-# (Unicode Nd, which is what Python's \d matches).
-_JAVA_INT = re.compile(r"[+-]?\d+")
 
 
 def _java_lines(text: str) -> list[str]:
@@ -137,47 +133,6 @@ def _java_lines(text: str) -> list[str]:
     if lines[-1] == "":
         lines.pop()
     return lines
-
-
-def _java_split(pattern: re.Pattern, line: str) -> list[str]:
-    """``String.split(regex)``: trailing empty strings dropped, a leading one kept."""
-    parts = pattern.split(line)
-    if len(parts) == 1:
-        return parts
-    while parts and parts[-1] == "":
-        parts.pop()
-    return parts
-
-
-def _java_parse_int(text: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int | None:
-    """``Integer.parseInt`` / ``Long.parseLong``: the value, or None where Java throws."""
-    if not _JAVA_INT.fullmatch(text):
-        return None
-    value = int(text)
-    return value if lo <= value <= hi else None
-
-
-def _java_trim(text: str) -> str:
-    """``String.trim``: strips every char <= U+0020 from both ends."""
-    start, end = 0, len(text)
-    while start < end and text[start] <= " ":
-        start += 1
-    while end > start and text[end - 1] <= " ":
-        end -= 1
-    return text[start:end]
-
-
-def _utf16_units(text: str) -> list[int]:
-    data = text.encode("utf-16-be", "surrogatepass")
-    return [(data[i] << 8) | data[i + 1] for i in range(0, len(data), 2)]
-
-
-def _java_string_hash(text: str) -> int:
-    """``String.hashCode`` (over UTF-16 code units), as a signed int."""
-    h = 0
-    for unit in _utf16_units(text):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def _as_text(data: str | bytes | bytearray | memoryview, name: str, what: str) -> str:
@@ -193,7 +148,7 @@ def _as_text(data: str | bytes | bytearray | memoryview, name: str, what: str) -
 
 
 def _checkpoint_header_int(line: str, name: str) -> int:
-    value = _java_parse_int(line)
+    value = java.parse_int(line)
     if value is None:
         raise CheckpointError(f"Malformed line in checkpoint file [{name}]: {line}")
     return value
@@ -231,11 +186,11 @@ def _write_checkpoint(lines: list[str]) -> str:
 
 
 def _parse_offset_line(line: str) -> tuple[TopicPartition, int] | None:
-    parts = _java_split(_JAVA_WS, line)
+    parts = java.split(line, _JAVA_WS)
     if len(parts) != 3:
         return None
-    partition = _java_parse_int(parts[1])
-    offset = _java_parse_int(parts[2], INT64_MIN, INT64_MAX)
+    partition = java.parse_int(parts[1])
+    offset = java.parse_int(parts[2], INT64_MIN, INT64_MAX)
     if partition is None or offset is None:
         return None
     return TopicPartition(parts[0], partition), offset
@@ -262,11 +217,11 @@ def format_offset_checkpoint(offsets: Mapping[tuple[str, int], int]) -> str:
 
 
 def _parse_epoch_line(line: str) -> EpochEntry | None:
-    parts = _java_split(_JAVA_WS, line)
+    parts = java.split(line, _JAVA_WS)
     if len(parts) != 2:
         return None
-    epoch = _java_parse_int(parts[0])
-    start_offset = _java_parse_int(parts[1], INT64_MIN, INT64_MAX)
+    epoch = java.parse_int(parts[0])
+    start_offset = java.parse_int(parts[1], INT64_MIN, INT64_MAX)
     if epoch is None or start_offset is None:
         return None
     return EpochEntry(epoch, start_offset)
@@ -351,7 +306,7 @@ def parse_partition_metadata(text: str | bytes, name: str = "") -> PartitionMeta
         return line, parts[1]
 
     line, value = field(0, "version")
-    version = _java_parse_int(value)
+    version = java.parse_int(value)
     if version is None:
         raise CheckpointError(f"Malformed line in partition metadata file [{name}]: {line}")
     if version < 0:
@@ -531,86 +486,10 @@ def _save_convert(s: str, escape_space: bool, escape_unicode: bool) -> str:
         elif ch in _SAVE_ESCAPES:
             out.append(_SAVE_ESCAPES[ch])
         elif escape_unicode and (code < 0x20 or code > 0x7E):
-            out.extend(f"\\u{unit:04X}" for unit in _utf16_units(ch))
+            out.extend(f"\\u{unit:04X}" for unit in java.utf16_units(ch))
         else:
             out.append(ch)
     return "".join(out)
-
-
-def _utf16_sort_key(key: str) -> bytes:
-    # String.compareTo compares UTF-16 code units; big-endian UTF-16 bytes sort the same way.
-    return key.encode("utf-16-be", "surrogatepass")
-
-
-def _hashtable_order(keys: list[str]) -> list[str]:
-    """Iteration order of a ``java.util.Hashtable`` (Java <= 8 Properties) after putting ``keys``.
-
-    Capacity 11, load factor 0.75; a new entry goes to the head of its chain; a rehash
-    (capacity * 2 + 1) walks the old table from the last bucket down, re-heading every
-    entry; enumeration runs from the last bucket down to bucket 0.
-    """
-    capacity, threshold, count = 11, 8, 0
-    table: list[list[str]] = [[] for _ in range(capacity)]
-    seen: set[str] = set()
-    for key in keys:
-        if key in seen:
-            continue  # an existing key keeps its place
-        seen.add(key)
-        if count >= threshold:
-            new_capacity = capacity * 2 + 1
-            new_table: list[list[str]] = [[] for _ in range(new_capacity)]
-            for i in range(capacity - 1, -1, -1):
-                for old in table[i]:
-                    new_table[(_java_string_hash(old) & 0x7FFFFFFF) % new_capacity].insert(0, old)
-            table, capacity, threshold = new_table, new_capacity, int(new_capacity * 0.75)
-        table[(_java_string_hash(key) & 0x7FFFFFFF) % capacity].insert(0, key)
-        count += 1
-    return [key for i in range(capacity - 1, -1, -1) for key in table[i]]
-
-
-def _concurrent_hash_map_order(keys: list[str]) -> list[str]:
-    """Iteration order of the ``ConcurrentHashMap`` inside Java 9-17 Properties.
-
-    ``new Properties()`` sizes the map for 8 entries: a 16-bin table, resized (doubled) once
-    the count reaches 3/4 of it. A new key goes to the tail of its bin; a resize splits each
-    bin as ``ConcurrentHashMap.transfer`` does (the longest tail run that moves together
-    keeps its order, the nodes before it are re-linked in reverse). Iteration is by bin
-    index ascending. Treeification (bins of 8+, which also force an early resize) is not
-    modelled: it needs 8 colliding keys.
-    """
-    def spread(key: str) -> int:
-        h = _java_string_hash(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & 0x7FFFFFFF
-
-    n = 16
-    table: list[list[tuple[int, str]]] = [[] for _ in range(n)]
-    size_ctl = n - (n >> 2)
-    count = 0
-    seen: set[str] = set()
-    for key in keys:
-        if key in seen:
-            continue
-        seen.add(key)
-        h = spread(key)
-        table[h & (n - 1)].append((h, key))
-        count += 1
-        while count >= size_ctl:
-            new_table: list[list[tuple[int, str]]] = [[] for _ in range(2 * n)]
-            for i, bin_ in enumerate(table):
-                if not bin_:
-                    continue
-                last_run = len(bin_) - 1
-                run_bit = bin_[-1][0] & n
-                while last_run > 0 and bin_[last_run - 1][0] & n == run_bit:
-                    last_run -= 1
-                low = bin_[last_run:] if run_bit == 0 else []
-                high = bin_[last_run:] if run_bit != 0 else []
-                for node in bin_[:last_run]:
-                    (low if node[0] & n == 0 else high).insert(0, node)
-                new_table[i], new_table[i + n] = low, high
-            size_ctl = (n << 1) - (n >> 1)
-            table, n = new_table, 2 * n
-    return [key for bin_ in table for _, key in bin_]
 
 
 PROPERTIES_ORDERS = ("sorted", "concurrent-hash-map", "hashtable", "given")
@@ -618,11 +497,11 @@ PROPERTIES_ORDERS = ("sorted", "concurrent-hash-map", "hashtable", "given")
 
 def _ordered_keys(keys: list[str], order: str) -> list[str]:
     if order == "sorted":
-        return sorted(keys, key=_utf16_sort_key)
+        return sorted(keys, key=java.compare_key)
     if order == "concurrent-hash-map":
-        return _concurrent_hash_map_order(keys)
+        return java.concurrent_hash_map_order(keys)
     if order == "hashtable":
-        return _hashtable_order(keys)
+        return java.hashtable_order(keys)
     if order == "given":
         return keys
     raise ValueError(f"Unknown properties order {order!r}; expected one of {PROPERTIES_ORDERS}")
@@ -715,7 +594,7 @@ class MetaProperties:
     def from_properties(cls, props: Mapping[str, str]) -> "MetaProperties":
         """Build from parsed properties (``MetaProperties.Builder(Properties)``)."""
         raw_version = props.get(VERSION_PROP, "0")
-        version = _java_parse_int(_java_trim(raw_version))
+        version = java.parse_int(java.trim(raw_version))
         if version is None:
             raise CheckpointError(f"Invalid meta.properties version string '{raw_version}'")
         if version not in (0, 1, 2):
@@ -724,7 +603,7 @@ class MetaProperties:
         raw_id = props.get(id_prop)
         if raw_id is None:
             raise CheckpointError(f"Failed to find {id_prop}")
-        node_id = _java_parse_int(raw_id)
+        node_id = java.parse_int(raw_id)
         if node_id is None:
             raise CheckpointError(f"Unable to read {id_prop} as a base-10 number.")
         directory_id = None

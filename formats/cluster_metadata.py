@@ -49,13 +49,13 @@ On well-formed input the result is the dict :func:`~plog.formats.protocol.decode
 
 from __future__ import annotations
 
-import codecs
 import math
 import struct as _struct
 import uuid as _uuid
 from typing import Any, Mapping, NamedTuple
 
 from .errors import SchemaError
+from .java import string_from_escaped
 from .metadata_schemas import SCHEMAS_3, SCHEMAS_4, MetadataRecordType
 from .protocol import (
     MAX_STRING_LENGTH,
@@ -251,26 +251,8 @@ def metadata_json(record: MetadataRecord, kafka_version: int = 4) -> dict:
     return {"type": record.type, "version": record.version, "data": _jackson_doubles(data)}
 
 
-def _java_utf8_errors(e: UnicodeDecodeError) -> tuple[str, int]:
-    # Java's UTF-8 decoding (``new String(bytes, UTF_8)``) replaces the same maximal
-    # subparts as Python's "replace", except around an encoded surrogate: ED followed by
-    # A0..BF is a valid prefix to Java, and the prefix (2 bytes) or the whole 3-byte
-    # sequence becomes one U+FFFD, where Python replaces each byte.
-    b = e.object
-    i = e.start
-    if b[i] == 0xED and i + 1 < len(b) and 0xA0 <= b[i + 1] <= 0xBF:
-        return "\ufffd", i + 3 if i + 2 < len(b) and 0x80 <= b[i + 2] <= 0xBF else i + 2
-    return "\ufffd", e.end
-
-
-codecs.register_error("plog.java_utf8", _java_utf8_errors)
-
-
-def java_text(s: str) -> str:
-    """The Java string Kafka builds from the bytes of a decoded ``surrogateescape`` string."""
-    if not any("\udc80" <= ch <= "\udcff" for ch in s):
-        return s
-    return s.encode("utf-8", "surrogateescape").decode("utf-8", "plog.java_utf8")
+#: The Java string Kafka builds from the bytes of a decoded ``surrogateescape`` string.
+java_text = string_from_escaped
 
 
 def _java_strings(node: Any) -> Any:

@@ -76,18 +76,16 @@ more than about ``max_size`` plus one block.
 
 from __future__ import annotations
 
-import functools
 import struct
 import threading
 import zlib
 
 import lz4.block
-import lz4.frame
 import snappy
 import zstandard
+from xxhash import xxh32_intdigest as xxh32
 
 from .errors import CompressionError, DecompressionLimitError, UnsupportedCodecError
-from .xxhash32 import xxh32
 
 __all__ = [
     "NONE",
@@ -457,13 +455,9 @@ _LZ4_END_MARK = b"\0\0\0\0"
 _LZ4_FLG_BLOCK_CHECKSUM, _LZ4_FLG_CONTENT_SIZE, _LZ4_FLG_CONTENT_CHECKSUM = 0x10, 0x08, 0x04
 _LZ4_BLOCK_MAX = {4: 1 << 16, 5: 1 << 18, 6: 1 << 20, 7: 1 << 22}
 _LZ4_DEFAULT_LEVEL = 9  # Kafka's default; it selects lz4-java's fast compressor
-_LZ4_XXH_FAST_FROM = 256  # hash longer blocks with liblz4 rather than pure Python
 
 
-@functools.lru_cache(maxsize=64)
 def _lz4_header_checksum(descriptor: bytes) -> int:
-    # Cached: nearly every frame carries the same descriptor, and pure-Python XXH32
-    # costs a few microseconds even for two bytes.
     return (xxh32(descriptor) >> 8) & 0xFF
 
 
@@ -548,7 +542,7 @@ def _lz4_decompress(buf: memoryview, max_size: int, magic: int) -> bytes:
             if end - pos < 4:
                 raise _premature_end("lz4", 4, pos, end)
             (stored,) = _U32_LE.unpack_from(buf, pos)
-            if _xxh32_block(block) != stored:
+            if xxh32(block) != stored:
                 raise CompressionError(f"lz4 block checksum mismatch at byte {pos}")
             pos += 4
         if word & _LZ4_RAW_BIT:
@@ -582,14 +576,6 @@ def _lz4_block(block: memoryview, block_max: int, out: _Output) -> bytes:
         # Corrupt, or simply larger than what the limit leaves: a full-size try (one
         # block of memory) tells which; out.add then reports the limit.
         return lz4.block.decompress(block, uncompressed_size=block_max)
-
-
-def _xxh32_block(block: memoryview) -> int:
-    if len(block) < _LZ4_XXH_FAST_FROM:
-        return xxh32(block)
-    # An LZ4 frame's content checksum is XXH32(content, seed 0), computed here by liblz4.
-    frame = lz4.frame.compress(block, content_checksum=True, store_size=False)
-    return _U32_LE.unpack_from(frame, len(frame) - 4)[0]
 
 
 # --------------------------------------------------------------------------- zstd

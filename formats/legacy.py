@@ -51,7 +51,7 @@ RECORD_OVERHEAD_V1 = 22  # v0 + timestamp
 COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 
-_ENTRY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+LEGACY_ENTRY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
 
@@ -90,7 +90,7 @@ class LegacyBatch:
                 f"Record is corrupt (crc could not be retrieved as the record is too small, size = {n - LOG_OVERHEAD})",
                 position,
             )
-        self.offset, self.message_size, self.crc, self.magic, self.attributes = _ENTRY_HEAD.unpack_from(buffer, 0)
+        self.offset, self.message_size, self.crc, self.magic, self.attributes = LEGACY_ENTRY_HEAD.unpack_from(buffer, 0)
         self.buffer = buffer
         self.position = position
         self._base_offset = None

@@ -71,7 +71,7 @@ from __future__ import annotations
 from typing import Any, Mapping, NamedTuple
 
 from .errors import SchemaError
-from .java_utf8 import java_string_hash  # noqa: F401  (re-exported: the group -> partition hash)
+from .java import string_hash_code as java_string_hash  # noqa: F401  (re-exported: the group -> partition hash)
 from .protocol import Array, Field, Struct, UnknownRecordTypeError, decode, encode, jackson_dumps, to_kafka_json
 
 # --------------------------------------------------------------------------- key schemas

@@ -45,6 +45,8 @@ from typing import Iterable, NamedTuple
 import crc32c
 
 from .errors import CorruptSnapshotError
+from .java import hash_map_order, long_hash_code
+from .records import decrement_sequence
 
 PRODUCER_SNAPSHOT_VERSION = 1
 
@@ -70,16 +72,6 @@ _ENTRY_FIELDS = (
     ("current_txn_first_offset", 46),
 )
 _UNDERFLOW = "java.nio.BufferUnderflowException"
-INT32_MAX = (1 << 31) - 1
-
-
-def decrement_sequence(sequence: int, decrement: int) -> int:
-    """``DefaultRecordBatch.decrementSequence``: sequences wrap at Integer.MAX_VALUE."""
-    if sequence < decrement:
-        result = INT32_MAX - (decrement - sequence) + 1
-    else:
-        result = sequence - decrement
-    return ((result + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)  # Java int arithmetic
 
 
 class ProducerSnapshotEntry(NamedTuple):
@@ -204,18 +196,7 @@ def java_hash_map_order(producer_ids: Iterable[int], capacity: int = 16) -> list
     """
     if capacity < 1 or capacity & (capacity - 1):
         raise ValueError(f"HashMap capacity must be a power of two, not {capacity}")
-    ids = list(dict.fromkeys(producer_ids))
-    while len(ids) > capacity * 3 // 4:  # resize() once ++size > threshold (0.75 * capacity)
-        capacity *= 2
-    mask = capacity - 1
-
-    def bucket(pid: int) -> int:
-        unsigned = pid & 0xFFFFFFFFFFFFFFFF
-        h = (unsigned ^ (unsigned >> 32)) & 0xFFFFFFFF  # Long.hashCode
-        return (h ^ (h >> 16)) & mask  # HashMap.hash spreads the high bits down
-
-    # sorted() is stable, so ids sharing a bucket keep insertion order.
-    return sorted(ids, key=bucket)
+    return hash_map_order(producer_ids, long_hash_code, capacity)
 
 
 def encode_snapshot(

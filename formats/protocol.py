@@ -63,6 +63,7 @@ from decimal import Decimal
 from typing import Any, Iterator, Mapping, Sequence, Union
 
 from .errors import SchemaError
+from .java import int32, string_from_escaped
 
 __all__ = [
     "Versions",
@@ -355,16 +356,6 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def _java_int(u: int) -> int:
-    """Reinterpret 32 unsigned bits as a Java int."""
-    return u - (1 << 32) if u & 0x80000000 else u
-
-
-def _java_minus_one(n: int) -> int:
-    """``n - 1`` with Java int wrap-around (so -2**31 - 1 becomes 2**31 - 1)."""
-    return ((n - 1 + (1 << 31)) % (1 << 32)) - (1 << 31)
-
-
 # --------------------------------------------------------------------------- decoding
 
 
@@ -442,13 +433,13 @@ def _read_struct(r: _Reader, st: Struct, version: int, flexible: bool) -> dict:
 
 
 def _read_tagged_section(r: _Reader, out: dict, tagged: Mapping[int, Field], version: int) -> None:
-    count = _java_int(r.uvarint("tagged field count"))
+    count = int32(r.uvarint("tagged field count"))
     unknown: dict[int, bytes] = {}
     # A negative count reads nothing in Java's `for (i = 0; i < n; i++)`; mirror that.
     for _ in range(max(count, 0)):
         tag = r.uvarint("tag")
         size_pos = r.pos
-        size = _java_int(r.uvarint(f"size of tag {tag}"))
+        size = int32(r.uvarint(f"size of tag {tag}"))
         if size < 0:
             raise r.fail(f"tag {tag} has negative size {size}", size_pos)
         start = r.take(size, f"tag {tag}")
@@ -469,7 +460,7 @@ def _read_length(r: _Reader, f: Field, flexible: bool, wide: bool, kind: str) ->
     """Read a string/bytes/array length prefix. Returns (length, position of the prefix)."""
     p = r.pos
     if flexible:
-        length = _java_minus_one(_java_int(r.uvarint(f"{kind} length of field {f.name}")))
+        length = int32(r.uvarint(f"{kind} length of field {f.name}") - 1)  # compact: N + 1, 0 is null
     elif wide:
         length = r.fixed(">i", 4, f"{kind} length of field {f.name}")
     else:
@@ -683,12 +674,9 @@ def _write_value(
 # --------------------------------------------------------------------------- Kafka-style JSON
 
 
-def java_string(s: str) -> str:
-    """The text Java's ``new String(bytes, UTF_8)`` would give for a decoded string: bytes
-    kept by ``surrogateescape`` become U+FFFD."""
-    if any("\udc80" <= ch <= "\udcff" for ch in s):
-        return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return s
+#: The text Java's ``new String(bytes, UTF_8)`` gives for a decoded string: bytes kept by
+#: ``surrogateescape`` become U+FFFD by the JDK's rules.
+java_string = string_from_escaped
 
 
 def kafka_uuid_str(u: _uuid.UUID) -> str:

@@ -1,4 +1,4 @@
-"""Record batch, magic v2 (Kafka's ``DefaultRecordBatch`` / ``DefaultRecord``).
+"""Record batch, magic v2 (Kafka's ``DefaultRecordBatch``, built as ``MemoryRecordsBuilder`` does).
 
 Batch header, 61 bytes, big-endian (``RECORD_BATCH_OVERHEAD``)::
 
@@ -19,12 +19,9 @@ Batch header, 61 bytes, big-endian (``RECORD_BATCH_OVERHEAD``)::
       57    4   recordsCount
       61    -   records               uncompressed, or one stream of the batch's codec
 
-Record (inside the records region; varints are zig-zag, see ``varint``)::
-
-    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
-    keyLength varint (-1 null) | key | valueLength varint (-1 null) | value |
-    headersCount varint | (headerKeyLength varint | headerKey | headerValueLength varint
-    (-1 null) | headerValue) * headersCount
+The records region holds ``recordsCount`` records, laid out and decoded by
+``default_record`` (:func:`~plog.formats.default_record.decode_records`, and
+:func:`~plog.formats.default_record.record_heads` for readers that need no values).
 
 Invariants this module keeps:
 
@@ -41,25 +38,14 @@ Invariants this module keeps:
 from __future__ import annotations
 
 import struct
-from itertools import repeat
 from typing import Iterable, Iterator, Sequence
 
 from crc32c import crc32c
 
 from . import compression
+from .default_record import decode_records, encode_records
 from .errors import CorruptRecordError, InvalidRecordError, FormatError
-from .records import (
-    CREATE_TIME,
-    LOG_APPEND_TIME,
-    NO_SEQUENCE,
-    NO_TIMESTAMP,
-    Record,
-    decode_header_key,
-    encode_header_key,
-    increment_sequence,
-)
-from .varint import _SMALL as _SMALL_VARINTS
-from .varint import encode_varint, encode_varlong, read_varint, read_varlong
+from .records import CREATE_TIME, LOG_APPEND_TIME, NO_SEQUENCE, NO_TIMESTAMP, Record, increment_sequence
 
 # Field offsets, chained as in DefaultRecordBatch so each one names its predecessor.
 BASE_OFFSET_OFFSET = 0
@@ -106,12 +92,6 @@ MIN_RECORD_SIZE = 7
 #: most max.message.bytes (1 MiB by default) compressed; 256 MiB leaves room for very
 #: compressible data while keeping a hostile batch from exhausting memory.
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
-
-_new_record = tuple.__new__
-
-# Zig-zag decoding of every value a one- or two-byte varint can hold (14 bits): one list
-# index replaces four integer operations per field in the record loop.
-_ZIGZAG = [(z >> 1) ^ -(z & 1) for z in range(1 << 14)]
 
 
 class RecordBatch:
@@ -308,241 +288,6 @@ class RecordBatch:
         )
 
 
-def decode_records(
-    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None = None
-) -> list[Record]:
-    """Decode ``count`` records from ``data`` (an uncompressed records region).
-
-    Raises CorruptRecordError/InvalidRecordError (position None: the caller knows where
-    the batch is) when ``data`` does not hold exactly ``count`` well-formed records.
-    """
-    records = _decode_records(data, count, base_offset, base_timestamp)
-    if log_append_time is not None:
-        # LogAppendTime: every record reports the batch maxTimestamp (rare; kept out of the loop).
-        records = [_new_record(Record, (r[0], log_append_time, r[2], r[3], r[4])) for r in records]
-    return records
-
-
-def _decode_records(data, count, base_offset, base_timestamp):
-    """The decode loop of :func:`decode_records`.
-
-    The varint reads are inlined for the one- and two-byte cases (values -8192..8191),
-    which cover almost every length, delta and key size; longer ones go through
-    ``read_varint``/``read_varlong``. (Two-byte lengths matter: a 100-byte value already
-    needs two.)
-    Positions in raised errors are relative to ``data``'s start plus the 61-byte header,
-    i.e. relative to the batch.
-    """
-    out: list[Record] = []
-    append = out.append
-    zz = _ZIGZAG  # a local: the loop runs once per record
-    n = len(data)
-    pos = 0
-    try:
-        for _ in range(count):
-            # length (zz: the zig-zag decoding of every one- and two-byte varint, precomputed)
-            b = data[pos]
-            if b < 0x80:
-                length = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                length = zz[(b & 0x7F) | (data[pos + 1] << 7)]
-                pos += 2
-            else:
-                length, pos = read_varint(data, pos)
-            end = pos + length
-            if end > n:
-                raise CorruptRecordError(
-                    f"Invalid record size: expected {length} bytes in record payload, but instead the buffer "
-                    f"has only {n - pos} remaining bytes",
-                    None,
-                )
-            pos += 1  # attributes: unused, always 0
-            # timestampDelta (varlong)
-            b = data[pos]
-            if b < 0x80:
-                ts_delta = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                ts_delta = zz[(b & 0x7F) | (data[pos + 1] << 7)]
-                pos += 2
-            else:
-                ts_delta, pos = read_varlong(data, pos)
-            # offsetDelta
-            b = data[pos]
-            if b < 0x80:
-                off_delta = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                off_delta = zz[(b & 0x7F) | (data[pos + 1] << 7)]
-                pos += 2
-            else:
-                off_delta, pos = read_varint(data, pos)
-            # key
-            b = data[pos]
-            if b < 0x80:
-                klen = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                klen = zz[(b & 0x7F) | (data[pos + 1] << 7)]
-                pos += 2
-            else:
-                klen, pos = read_varint(data, pos)
-            if klen >= 0:
-                key = data[pos : pos + klen]
-                pos += klen
-            else:
-                key = None
-            # value (a key length that lied is caught by the pos != end check below)
-            b = data[pos]
-            if b < 0x80:
-                vlen = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                vlen = zz[(b & 0x7F) | (data[pos + 1] << 7)]
-                pos += 2
-            else:
-                vlen, pos = read_varint(data, pos)
-            if vlen >= 0:
-                value = data[pos : pos + vlen]
-                pos += vlen
-            else:
-                value = None
-            # headers
-            b = data[pos]
-            if b == 0:
-                headers = ()
-                pos += 1
-            else:
-                headers, pos = _decode_headers(data, pos, end)
-            if pos != end:
-                raise CorruptRecordError(
-                    f"Invalid record size: expected to read {length} bytes in record payload, but instead "
-                    f"read {pos - (end - length)}",
-                    None,
-                )
-            append((base_offset + off_delta, base_timestamp + ts_delta, key, value, headers))
-    except IndexError:
-        # A field read ran off the end: either fewer records than the count, or
-        # lengths inside a record that lied.
-        if pos >= n:
-            raise CorruptRecordError("Incorrect declared batch size, premature EOF reached", None) from None
-        raise CorruptRecordError("Found invalid record structure", None) from None
-    if pos != n:
-        raise CorruptRecordError("Incorrect declared batch size, records still remaining in file", None)
-    # Plain tuples in the loop, turned into Records by one C-level map: cheaper than a
-    # tuple.__new__(Record, ...) call per record inside the loop.
-    return list(map(_new_record, repeat(Record, len(out)), out))
-
-
-def _decode_headers(data: bytes, pos: int, end: int) -> tuple[tuple, int]:
-    count, pos = read_varint(data, pos)
-    if count < 0:
-        raise InvalidRecordError(f"Found invalid number of record headers {count}", None)
-    if count > end - pos:
-        raise CorruptRecordError(f"Found invalid number of record headers {count}", None)
-    headers = []
-    for _ in range(count):
-        klen, pos = read_varint(data, pos)
-        if klen < 0:
-            raise InvalidRecordError(f"Invalid negative header key size {klen}", None)
-        if pos + klen > end:
-            raise CorruptRecordError("Found invalid record structure", None)
-        hkey = decode_header_key(data[pos : pos + klen])
-        pos += klen
-        vlen, pos = read_varint(data, pos)
-        if vlen >= 0:
-            if pos + vlen > end:
-                raise CorruptRecordError("Found invalid record structure", None)
-            hval = data[pos : pos + vlen]
-            pos += vlen
-        else:
-            hval = None
-        headers.append((hkey, hval))
-        if pos > end:
-            raise CorruptRecordError("Found invalid record structure", None)
-    return tuple(headers), pos
-
-
-# ---------------------------------------------------------------------------------------
-# Encoding
-
-
-def encode_record(offset_delta: int, timestamp_delta: int, key, value, headers=()) -> bytes:
-    """One record's bytes, length prefix included (``DefaultRecord.writeTo``)."""
-    parts = [b"\x00", encode_varlong(timestamp_delta), encode_varint(offset_delta)]
-    if key is None:
-        parts.append(b"\x01")
-    else:
-        parts.append(encode_varint(len(key)))
-        parts.append(key)
-    if value is None:
-        parts.append(b"\x01")
-    else:
-        parts.append(encode_varint(len(value)))
-        parts.append(value)
-    if headers:
-        parts.append(encode_varint(len(headers)))
-        for hkey, hval in headers:
-            hk = encode_header_key(hkey)
-            parts.append(encode_varint(len(hk)))
-            parts.append(hk)
-            if hval is None:
-                parts.append(b"\x01")
-            else:
-                parts.append(encode_varint(len(hval)))
-                parts.append(hval)
-    else:
-        parts.append(b"\x00")
-    body = b"".join(parts)
-    return encode_varint(len(body)) + body
-
-
-def _encode_records(records: Sequence, base_offset: int, base_timestamp: int) -> tuple[bytearray, int, int]:
-    """Encode records; return (bytes, max timestamp, last offset delta).
-
-    The common record (small deltas and lengths, no headers) is built with one join and
-    precomputed varint encodings; :func:`encode_record` is the plain reference of the
-    same layout and is used for records with headers."""
-    out = bytearray()
-    max_ts = NO_TIMESTAMP
-    last_delta = -1
-    small = _SMALL_VARINTS.get
-    join = b"".join
-    for rec in records:
-        offset, ts, key, value = rec[0], rec[1], rec[2], rec[3]
-        headers = rec[4] if len(rec) > 4 else ()
-        delta = offset - base_offset
-        if delta <= last_delta:
-            raise ValueError(f"record offsets must increase strictly (offset {offset} after delta {last_delta})")
-        if ts < 0 and ts != NO_TIMESTAMP:
-            raise ValueError(f"Invalid negative timestamp {ts}")
-        if key is not None and not isinstance(key, (bytes, bytearray, memoryview)):
-            raise TypeError(f"record key must be bytes or None, not {type(key).__name__}")
-        if value is not None and not isinstance(value, (bytes, bytearray, memoryview)):
-            raise TypeError(f"record value must be bytes or None, not {type(value).__name__}")
-        if headers:
-            out += encode_record(delta, ts - base_timestamp, key, value, headers)
-        else:
-            ts_delta = ts - base_timestamp
-            body = join((
-                b"\x00",
-                small(ts_delta) or encode_varlong(ts_delta),
-                small(delta) or encode_varint(delta),
-                b"\x01" if key is None else small(len(key)) or encode_varint(len(key)),
-                b"" if key is None else key,
-                b"\x01" if value is None else small(len(value)) or encode_varint(len(value)),
-                b"" if value is None else value,
-                b"\x00",
-            ))
-            out += small(len(body)) or encode_varint(len(body))
-            out += body
-        last_delta = delta
-        if ts > max_ts:
-            max_ts = ts
-    return out, max_ts, last_delta
-
-
 def encode_batch(
     records: Sequence,
     *,
@@ -580,7 +325,7 @@ def encode_batch(
         base_timestamp = delete_horizon_ms
     else:
         base_timestamp = records[0][1]
-    payload, max_ts, last_delta = _encode_records(records, base_offset, base_timestamp)
+    payload, max_ts, last_delta = encode_records(records, base_offset, base_timestamp)
     if last_offset_delta is not None:
         if last_offset_delta < last_delta:
             raise ValueError("last_offset_delta is below the last record's offset delta")

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .java import int32
+
 # Timestamp types, numbered as Kafka's TimestampType.id.
 NO_TIMESTAMP_TYPE = -1
 CREATE_TIME = 0
@@ -64,10 +66,11 @@ def increment_sequence(sequence: int, increment: int) -> int:
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
-    """Kafka's ``DefaultRecordBatch.decrementSequence``, the inverse of :func:`increment_sequence`."""
+    """Kafka's ``DefaultRecordBatch.decrementSequence``, the inverse of :func:`increment_sequence`
+    (sequences wrap at Integer.MAX_VALUE; the result is a Java int)."""
     if sequence < decrement:
-        return INT32_MAX - (decrement - sequence) + 1
-    return sequence - decrement
+        return int32(INT32_MAX - (decrement - sequence) + 1)
+    return int32(sequence - decrement)
 
 
 def encode_header_key(key: str | bytes) -> bytes:

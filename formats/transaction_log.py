@@ -36,6 +36,7 @@ from enum import IntEnum
 from typing import Iterable, Mapping, NamedTuple
 
 from .errors import SchemaError
+from .java import scala_hash_order, topic_partition_hash_code
 from .protocol import Array, Field, Struct, UnknownRecordTypeError, decode, encode, jackson_dumps, to_kafka_json
 
 TRANSACTION_LOG_KEY = Struct("TransactionLogKey", [Field("transactionalId", "string")])
@@ -235,21 +236,11 @@ def _scala_hash_set_order(items: list[tuple[str, int]]) -> list[tuple[str, int]]
     index order and each bucket keeps its nodes sorted by improved hash (ties in insertion
     order).
     """
-    from .offsets_topic import java_string_hash
-
-    seen: dict[tuple[str, int], int] = {}
-    for tp in items:
-        if tp in seen:
-            continue
-        topic, partition = tp
-        h = (31 * (31 + partition) + java_string_hash(topic)) & 0xFFFFFFFF
-        improved = h ^ (h >> 16)
-        seen[tp] = improved - (1 << 32) if improved & 0x80000000 else improved
+    unique = list(dict.fromkeys(items))
     size = 16
-    while len(seen) > size * 0.75:
+    while len(unique) > size * 0.75:
         size *= 2
-    order = sorted(enumerate(seen.items()), key=lambda e: ((e[1][1] & (size - 1)), e[1][1], e[0]))
-    return [tp for _, (tp, _) in order]
+    return scala_hash_order(unique, topic_partition_hash_code, size)
 
 
 def dump_key_value_text_v3(key: bytes | None, value: bytes | None) -> tuple[str, str]:

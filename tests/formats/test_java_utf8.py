@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hypothesis import given, strategies as st
 
-from plog.formats.java_utf8 import java_utf8_decode
+from plog.formats.java import utf8_decode as java_utf8_decode
 
 VECTORS = Path(__file__).parent / "data" / "java_utf8_vectors.txt"
 

@@ -1,7 +1,8 @@
 """Binary-safe JSON for keys, values and header values (DESIGN.md, CLI contract).
 
-One convention for every command that writes or reads JSON (``dump --format jsonl``,
-``verify --format jsonl``, ``consume``/``produce --format jsonl``):
+A byte convention, no I/O: one for every command that writes or reads JSON (``dump
+--format jsonl``, ``verify --format jsonl``, ``consume``/``produce --format jsonl``,
+``scan`` searches):
 
 * ``None`` (a null key, a tombstone value, a null header value) is JSON ``null``;
 * bytes that are valid UTF-8 are a JSON string, so ordinary text stays readable and
