@@ -33,24 +33,22 @@ import uuid as _uuid
 from typing import Iterable, Mapping
 
 from plog.formats import checkpoints as _ck
-from plog.formats.checkpoints import (
+from plog.formats.checkpoints import OFFSET_CHECKPOINT_FILES, EpochEntry, MetaProperties, PartitionMetadata
+from plog.formats.errors import CheckpointError
+
+from plog.engine.errors import KafkaStorageError
+from plog.engine.storage.file_names import (
     CLEAN_SHUTDOWN,
     CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
-    OFFSET_CHECKPOINT_FILES,
     PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    EpochEntry,
-    MetaProperties,
-    PartitionMetadata,
+    TMP_FILE_SUFFIX,
+    TopicPartition,
 )
-from plog.formats.errors import CheckpointError
-
-from plog.engine.errors import KafkaStorageError
-from plog.engine.storage.file_names import TopicPartition
 
 __all__ = [
     "CLEAN_SHUTDOWN", "CLEANER_OFFSET_CHECKPOINT", "LEADER_EPOCH_CHECKPOINT",
@@ -62,7 +60,7 @@ __all__ = [
 ]
 
 #: Suffix of the temporary file a write goes through (``<file>.tmp``, as Kafka names it).
-TMP_SUFFIX = ".tmp"
+TMP_SUFFIX = TMP_FILE_SUFFIX
 
 
 # -- the write protocol ------------------------------------------------------------------

@@ -11,7 +11,7 @@ closes what has been idle longest once the budget is spent, as a cache would.
 What the budget holds: *holders*, objects that keep descriptors or mappings between calls
 and can give them back and take them again on their next use: a :class:`ReopenableFile`
 (a segment's ``.log``, a ``.txnindex``, a reader of a ``.log``), and a mapped offset or
-time index (``engine.index``; an evicted index keeps its entry count in memory and maps the
+time index (``engine.storage.abstract_index``; an evicted index keeps its entry count in memory and maps the
 file again, never trusting the preallocated zero tail). Descriptors held for good (the
 ``.lock`` of each locked log directory: closing it would drop the lock) are *pinned*: they
 count against the budget and are never closed. Descriptors opened and closed within one

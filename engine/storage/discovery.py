@@ -34,51 +34,40 @@ Rules (Kafka's ``LogManager.loadLogs`` and ``LocalLog``):
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass, field
 
-from plog.formats.checkpoints import (
-    CLEANER_OFFSET_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    EpochEntry,
-    uuid_to_base64url,
-)
+from plog.formats.checkpoints import EpochEntry, uuid_to_base64url
 from plog.formats.errors import FormatError
 
 from plog.engine.storage import checkpoints as _ckf
 from plog.engine.errors import EngineError, InvalidTopicError, NotAKafkaPathError
 from plog.engine.storage.file_names import (
-    CHECKPOINT_FILE_SUFFIX,
+    CLEANER_OFFSET_CHECKPOINT,
     INDEX_FILE_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_DIR_FILES,
     LOG_FILE_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT,
+    OFFSET_CHECKPOINT_FILE_NAMES,
+    PARTITION_METADATA,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    RECOVERY_POINT_CHECKPOINT,
     REMOTE_LOG_INDEX_CACHE_DIR,
+    REPLICATION_OFFSET_CHECKPOINT,
     TEMPORARY_SUFFIXES,
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
     TopicPartition,
+    file_name,
+    is_kraft_snapshot_file,
     parse_partition_dir_name,
+    parse_segment_file_name,
+    segment_file_offset,
 )
 
-LOG_DIR_FILES = (
-    "meta.properties",
-    "recovery-point-offset-checkpoint",
-    "log-start-offset-checkpoint",
-    "replication-offset-checkpoint",
-    "cleaner-offset-checkpoint",
-    ".kafka_cleanshutdown",
-    "bootstrap.checkpoint",
-)
-CHECKPOINT_FILES = (
-    "recovery-point-offset-checkpoint",
-    "log-start-offset-checkpoint",
-    "replication-offset-checkpoint",
-    "cleaner-offset-checkpoint",
-)
-_OFFSET_NAME = re.compile(r"(\d{20})(\.[a-z]+)")
+#: The four offset checkpoints of a log directory (the name other modules import from here).
+CHECKPOINT_FILES = OFFSET_CHECKPOINT_FILE_NAMES
 
 
 @dataclass(frozen=True)
@@ -93,7 +82,7 @@ class SegmentFiles:
 
     @property
     def name(self) -> str:
-        return f"{self.base_offset:020d}"
+        return file_name(self.base_offset)
 
 
 @dataclass(frozen=True)
@@ -155,14 +144,14 @@ def scan_partition(path: str) -> PartitionInfo:
         if fname.endswith(TEMPORARY_SUFFIXES):
             in_flight.append(fpath)
             continue
-        m = _OFFSET_NAME.fullmatch(fname)
-        if m is None:
-            if fname.endswith(CHECKPOINT_FILE_SUFFIX) and fname[:20].isdigit():
+        parsed = parse_segment_file_name(fname)
+        if parsed is None:
+            if is_kraft_snapshot_file(fname):
                 kraft.append(fpath)
             else:
                 other.append(fpath)
             continue
-        base, suffix = int(m.group(1)), m.group(2)
+        base, suffix = parsed
         if suffix == PRODUCER_SNAPSHOT_FILE_SUFFIX:
             snapshots.append((base, fpath))
         elif suffix in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
@@ -193,7 +182,7 @@ def _looks_like_log_dir(path: str, entries: list[os.DirEntry]) -> bool:
 def _has_segment_files(path: str) -> bool:
     try:
         with os.scandir(path) as it:
-            return any(_OFFSET_NAME.fullmatch(e.name) or e.name == "partition.metadata" for e in it)
+            return any(parse_segment_file_name(e.name) or e.name == PARTITION_METADATA for e in it)
     except OSError:
         return False
 
@@ -275,8 +264,7 @@ def partitions(path: str) -> list[PartitionInfo]:
 
 def segment_base_offset(path: str) -> int | None:
     """The base offset in a segment-family file name (``00000000000000000042.index`` → 42)."""
-    m = _OFFSET_NAME.fullmatch(os.path.basename(path))
-    return int(m.group(1)) if m else None
+    return segment_file_offset(path)
 
 
 # -- what the state files say ------------------------------------------------------------
@@ -426,12 +414,12 @@ def partition_facts(partition: PartitionInfo | str | os.PathLike,
         meta = _ckf.PartitionMetadataFile.in_dir(info.path).read()
         topic_id = None if meta is None else uuid_to_base64url(meta.topic_id)
     except (FormatError, EngineError, OSError) as e:
-        problems.append(f"partition.metadata: {e}")
+        problems.append(f"{PARTITION_METADATA}: {e}")
     epochs: list[EpochEntry] = []
     try:
         epochs = _ckf.LeaderEpochCheckpointFile.in_dir(info.path).read()
     except (FormatError, EngineError, OSError) as e:
-        problems.append(f"leader-epoch-checkpoint: {e}")
+        problems.append(f"{LEADER_EPOCH_CHECKPOINT}: {e}")
     first = next((s.base_offset for s in info.segments if s.log is not None), None)
     tp = info.topic_partition
 

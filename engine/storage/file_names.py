@@ -20,7 +20,20 @@ only ever deleted) and so do we.
 
 Segment files: ``<offset as 20 zero-padded digits><suffix>[<temporary suffix>]``, e.g.
 ``00000000000000368769.timeindex`` or ``00000000000000000000.log.swap``. The offset of a file
-is the decimal number before the first ``.``.
+is the decimal number before the first ``.``. Three readings of that rule, each for its
+callers (every other module calls these, none re-parses a name):
+
+* :func:`offset_from_file_name`: ``Long.parseLong`` exactly, raising (Kafka's
+  ``LogFileUtils.offsetFromFileName``; ``dump`` names Kafka's error with it);
+* :func:`file_offset`: the decimal digits before the first ``.``, or None: what the loader,
+  ``plog recover``'s plan and the producer-snapshot listing take for "a file of this log"
+  (a name that does not parse is simply not one, where Kafka would throw);
+* :func:`parse_segment_file_name`: exactly 20 digits and one lowercase suffix, what the
+  offline tools (discovery, verify, lookup) recognise as a segment-family file.
+
+State files (``recovery-point-offset-checkpoint``, ``leader-epoch-checkpoint``, ``.lock``...)
+are named here too; their byte layouts are :mod:`plog.formats.checkpoints`', which keeps the
+names it documents, re-exported here so engine code has one place to import every name from.
 """
 
 from __future__ import annotations
@@ -31,6 +44,16 @@ import uuid as _uuid
 from pathlib import Path
 
 from plog.formats import checkpoints as _checkpoints
+from plog.formats.checkpoints import (
+    CLEAN_SHUTDOWN,
+    CLEANER_OFFSET_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    PARTITION_METADATA,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
 
 from plog.engine.errors import EngineError, InvalidTopicError
 
@@ -255,6 +278,9 @@ CHECKPOINT_FILE_SUFFIX = ".checkpoint"
 
 #: Suffixes appended to a file name while an operation is in flight, checked first.
 TEMPORARY_SUFFIXES = (DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+#: The three indexes of a segment, and the four files a segment may have, in Kafka's order.
+INDEX_FILE_SUFFIXES = (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
+SEGMENT_FILE_SUFFIXES = (LOG_FILE_SUFFIX, *INDEX_FILE_SUFFIXES)
 
 FILE_KINDS = ("log", "index", "timeindex", "txnindex", "snapshot", "checkpoint",
               "deleted", "cleaned", "swap", "other")
@@ -363,3 +389,96 @@ def strip_temporary_suffix(name: str) -> str:
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
+
+
+def file_name(offset: int, suffix: str = "") -> str:
+    """``<20 digits><suffix>``: the name (no directory) of a segment-family file, e.g.
+    ``file_name(42, ".log")`` or ``file_name(42, ".index" + ".swap")``."""
+    return filename_prefix_from_offset(offset) + suffix
+
+
+def file_offset(name: str | os.PathLike) -> int | None:
+    """The decimal digits before the first ``.`` of a file name as an offset, or None.
+
+    The loader's reading of a name (and ``plog recover``'s, and the producer-snapshot
+    listing's): where Kafka's ``Long.parseLong`` would throw on a stray file, plog treats a
+    name without a plain decimal prefix as no file of the log (no sign, no other characters).
+    """
+    head = os.path.basename(os.fspath(name)).split(".", 1)[0]
+    return int(head) if head.isdecimal() else None
+
+
+_SEGMENT_FAMILY_NAME = re.compile(r"(\d{20})(\.[a-z]+)")
+
+
+def parse_segment_file_name(name: str | os.PathLike) -> tuple[int, str] | None:
+    """``(offset, suffix)`` of a name that is exactly 20 digits and one lowercase suffix
+    (``00000000000000000042.index`` → ``(42, ".index")``), else None: what the offline tools
+    (discovery, verify, lookup, inventory) recognise as a file of a segment or a producer
+    snapshot. A temporary suffix (``.log.swap``) does not match."""
+    m = _SEGMENT_FAMILY_NAME.fullmatch(os.path.basename(os.fspath(name)))
+    return (int(m.group(1)), m.group(2)) if m else None
+
+
+def segment_file_offset(name: str | os.PathLike) -> int | None:
+    """The offset of :func:`parse_segment_file_name`, or None."""
+    parsed = parse_segment_file_name(name)
+    return parsed[0] if parsed else None
+
+
+def sibling_file(path: str, suffix: str) -> str:
+    """The file of the same segment with another suffix: ``.../00..42.log`` and ``".index"``
+    give ``.../00..42.index`` (the name is cut at its first ``.``)."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, name.split(".", 1)[0] + suffix)
+
+
+def is_deleted_file(name: str | os.PathLike) -> bool:
+    """A file renamed ``*.deleted`` for asynchronous deletion, which a log's load deletes.
+    A KRaft snapshot's ``.checkpoint.deleted`` is not one: the Raft layer owns those."""
+    file_name_ = os.fspath(name)
+    return file_name_.endswith(DELETED_FILE_SUFFIX) and not file_name_.endswith(
+        CHECKPOINT_FILE_SUFFIX + DELETED_FILE_SUFFIX)
+
+
+def is_kraft_snapshot_file(name: str | os.PathLike) -> bool:
+    """``<20-digit end offset>-<epoch>.checkpoint``, a KRaft snapshot of ``__cluster_metadata-0``."""
+    file_name_ = os.path.basename(os.fspath(name))
+    return file_name_.endswith(CHECKPOINT_FILE_SUFFIX) and file_name_[:20].isdigit()
+
+
+def kraft_snapshot_end_offset(name: str | os.PathLike) -> int:
+    """The end offset of a KRaft snapshot name (see :func:`is_kraft_snapshot_file`)."""
+    return int(os.path.basename(os.fspath(name))[:20])
+
+
+# -- state files of a log directory and a partition directory ----------------------------
+
+#: The broker's exclusive lock on a log directory (``LogManager.LockFileName``).
+LOCK_FILE_NAME = ".lock"
+#: The KRaft bootstrap snapshot a formatted log directory may hold.
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+#: Suffix of the temporary file a state file is written through (``<file>.tmp``).
+TMP_FILE_SUFFIX = ".tmp"
+#: The four offset checkpoints of a log directory, in the order tools list them.
+OFFSET_CHECKPOINT_FILE_NAMES = (
+    RECOVERY_POINT_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CLEANER_OFFSET_CHECKPOINT,
+)
+#: The files whose presence marks a log directory (``meta.properties``, the checkpoints...).
+LOG_DIR_FILES = (
+    META_PROPERTIES,
+    *OFFSET_CHECKPOINT_FILE_NAMES,
+    CLEAN_SHUTDOWN,
+    BOOTSTRAP_CHECKPOINT,
+)
+#: The text state files of a log or partition directory (``dump`` prints them).
+TEXT_STATE_FILES = (
+    *OFFSET_CHECKPOINT_FILE_NAMES,
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    META_PROPERTIES,
+    CLEAN_SHUTDOWN,
+)

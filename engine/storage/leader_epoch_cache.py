@@ -22,7 +22,8 @@ from pathlib import Path
 
 from plog.formats.checkpoints import EpochEntry
 
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+from plog.engine.storage.file_names import LEADER_EPOCH_CHECKPOINT
+
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 

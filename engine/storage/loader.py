@@ -30,15 +30,18 @@
 
 Offset overflow (KAFKA-6264, a segment whose offsets span more than 2^31) is split into
 segments that fit, through ``.cleaned`` → ``.swap`` files, and loading starts over.
-Every step is recorded in the returned ``Log.load_report``.
+Every step is recorded in the :class:`LoadReport` of the returned :class:`LoadedLog`, which
+``Log`` is built from (``Log.load_report``): this module never imports ``log``.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from plog.formats.errors import CorruptIndexError, FormatError
 
@@ -47,23 +50,144 @@ from plog.engine.storage.log_config import LogConfig
 from plog.engine.storage.discovery import log_start_offset_at_load
 from plog.engine.storage.leader_epoch_cache import LeaderEpochCache
 from plog.engine.errors import InvalidOffsetError, OffsetOverflowError
+from plog.engine.storage.file_names import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIXES,
+    LOG_FILE_SUFFIX,
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    SEGMENT_FILE_SUFFIXES,
+    SWAP_FILE_SUFFIX,
+    file_name,
+    file_offset,
+    is_deleted_file,
+    sibling_file,
+    strip_temporary_suffix,
+)
 from plog.engine.storage.file_records import FileBatches
-from plog.engine.storage.log import LoadReport, Log
-from plog.engine.storage.segment import LogSegment, SegmentRecovery, segment_file_prefix
+from plog.engine.storage.transaction_index import TransactionIndex
+from plog.engine.storage.producer_state import ProducerStateManager, load_producers_from_batches
+from plog.engine.storage.segment import LogSegment, SegmentRecovery
 from plog.engine.storage.segments import LogSegments
 
-DELETED = ".deleted"
-CLEANED = ".cleaned"
-SWAP = ".swap"
-LOG = ".log"
-INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
-SEGMENT_SUFFIXES = (LOG, *INDEX_SUFFIXES)
 MAX_SPLIT_ROUNDS = 64
 
 
-def _offset_of(name: str) -> int | None:
-    head = name.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+@dataclass
+class LoadReport:
+    """What opening the log found and did (filled by :func:`load`)."""
+
+    directory: str
+    clean_shutdown: bool
+    actions: list[str] = field(default_factory=list)
+    recovered_segments: list = field(default_factory=list)  # SegmentRecovery reports
+    deleted_files: list[str] = field(default_factory=list)
+    truncated_bytes: int = 0
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    recovery_point: int = 0
+    segments: int = 0
+
+
+@dataclass
+class LoadedLog:
+    """What :func:`load` loaded, which ``Log`` is built from (Kafka's ``LoadedLogOffsets``
+    with the segments and the state next to them). ``loaded_at_ms`` is the clock reading a
+    log built from it starts its flush schedule at."""
+
+    directory: Path
+    config: LogConfig
+    segments: LogSegments
+    log_start_offset: int
+    recovery_point: int
+    log_end_offset: int
+    producer_state: ProducerStateManager | None
+    epoch_cache: LeaderEpochCache
+    writable: bool
+    time_source: Callable[[], int]
+    loaded_at_ms: int
+    report: LoadReport
+
+
+# -- the files of a partition directory (passes 1-5, shared with plog recover's plan) ---------
+
+
+class TempFileAction(NamedTuple):
+    """What passes 1-4 do to one file: ``action`` is ``"delete"`` or ``"rename"`` (to
+    ``target``); ``why`` is ``"deleted"`` (a ``*.deleted`` file), ``"split"`` (a ``.swap``
+    at or above the smallest ``.cleaned`` offset: an interrupted split), ``"cleaned"``,
+    ``"replaced"`` (a file the swap segments supersede) or ``"swap"`` (a swap completed)."""
+
+    name: str
+    action: str
+    why: str
+    target: str | None = None
+
+
+def temp_file_actions(directory: Path, names: Iterable[str]) -> tuple[list[TempFileAction], tuple[int, int] | None]:
+    """Passes 1-4 on paper over the regular files ``names`` of ``directory`` (taken in the
+    order given): the actions in the order the loader takes them, and the offset range
+    ``[lo, hi)`` the swap segments replace (None without a swap log). Only the swap logs
+    are read (for their next offset)."""
+    actions: list[TempFileAction] = []
+    cleaned, swaps, rest = [], [], []
+    for name in names:
+        if is_deleted_file(name):
+            actions.append(TempFileAction(name, "delete", "deleted"))
+        elif name.endswith(CLEANED_FILE_SUFFIX):
+            cleaned.append(name)
+        elif name.endswith(SWAP_FILE_SUFFIX):
+            swaps.append(name)
+        else:
+            rest.append(name)
+    min_cleaned = min((o for o in map(file_offset, cleaned) if o is not None), default=None)
+    kept = []
+    for name in swaps:
+        off = file_offset(name)
+        if min_cleaned is not None and off is not None and off >= min_cleaned:
+            actions.append(TempFileAction(name, "delete", "split"))
+        else:
+            kept.append(name)
+    actions += [TempFileAction(name, "delete", "cleaned") for name in cleaned]
+    swap_logs = [n for n in kept if strip_temporary_suffix(n).endswith(LOG_FILE_SUFFIX) and file_offset(n) is not None]
+    bounds = None
+    if swap_logs:
+        lo = min(file_offset(n) for n in swap_logs)
+        hi = max(next_offset_of_file(directory / n, file_offset(n)) for n in swap_logs)
+        bounds = (lo, hi)
+        for name in rest:
+            off = file_offset(name)
+            if off is not None and lo <= off < hi and name.endswith((*SEGMENT_FILE_SUFFIXES,
+                                                                     PRODUCER_SNAPSHOT_FILE_SUFFIX)):
+                actions.append(TempFileAction(name, "delete", "replaced"))
+    actions += [TempFileAction(name, "rename", "swap", strip_temporary_suffix(name)) for name in kept]
+    return actions, bounds
+
+
+def log_file_names(names: Iterable[str]) -> list[str]:
+    """The ``.log`` files among ``names`` that the loader opens as segments, in name order."""
+    return sorted(n for n in names if n.endswith(LOG_FILE_SUFFIX) and file_offset(n) is not None)
+
+
+def orphan_index_files(names: Iterable[str]) -> list[str]:
+    """The index files among ``names`` whose segment has no ``.log`` (pass 5 deletes them)."""
+    names = list(names)
+    logs = set(log_file_names(names))
+    return [n for n in names if n.endswith(INDEX_FILE_SUFFIXES) and file_offset(n) is not None
+            and sibling_file(n, LOG_FILE_SUFFIX) not in logs]
+
+
+def next_offset_of_file(path: Path, base: int) -> int:
+    """The offset after the last valid batch of a ``.log`` file (its base when it has none)."""
+    nxt = base
+    try:
+        for batch in FileBatches(path):
+            nxt = batch.next_offset
+    except FormatError:
+        # A damaged swap segment ends where its valid batches end; its own recovery
+        # (the segment is opened again after the rename) truncates the rest.
+        pass
+    return nxt
 
 
 # -- what a broker's start-up recovers (shared with plog recover's plan and plog verify) -------
@@ -71,8 +195,6 @@ def _offset_of(name: str) -> int | None:
 
 def txn_index_problem(path: str | os.PathLike, base_offset: int) -> str | None:
     """Why ``TransactionIndex.sanityCheck`` fails on the file (None: it passes)."""
-    from plog.engine.storage.index import TransactionIndex
-
     try:
         TransactionIndex(path, base_offset).sanity_check()
     except CorruptIndexError as e:
@@ -108,8 +230,6 @@ def startup_recovery(base_offsets: Iterable[int], file_reasons: dict[int, list[s
     (:func:`segment_recovery_reasons`). A segment not returned is trusted as it is on disk,
     damage included.
     """
-    import bisect
-
     bases = sorted(base_offsets)
     first = len(bases) if had_clean_shutdown else max(bisect.bisect_right(bases, recovery_point) - 1, 0)
     out: dict[int, list[str]] = {}
@@ -122,14 +242,11 @@ def startup_recovery(base_offsets: Iterable[int], file_reasons: dict[int, list[s
     return out
 
 
-def _strip(name: str, suffix: str) -> str:
-    return name[: -len(suffix)] if name.endswith(suffix) else name
-
-
-def load_log(directory: Path, config: LogConfig, *, log_start_offset: int = 0, recovery_point: int = 0,
-             had_clean_shutdown: bool = True, writable: bool = True, time_source=None,
-             force_recovery: Iterable[int] = (), progress: Callable[[int], None] | None = None) -> Log:
+def load(directory: Path, config: LogConfig, *, log_start_offset: int = 0, recovery_point: int = 0,
+         had_clean_shutdown: bool = True, writable: bool = True, time_source=None,
+         force_recovery: Iterable[int] = (), progress: Callable[[int], None] | None = None) -> LoadedLog:
     """Open ``directory`` as Kafka's broker does at start-up; see the module docstring.
+    ``Log`` builds itself from what this returns (``plog.engine.storage.log.load_log``).
 
     ``writable=False`` opens without changing anything on disk (no recovery, no
     deletions, no index resizing): what the offline inspection commands need.
@@ -153,25 +270,61 @@ def load_log(directory: Path, config: LogConfig, *, log_start_offset: int = 0, r
 
 
 def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, clean, writable, now, report,
-          forced=frozenset(), progress=None) -> Log:
-    from plog.engine.storage.producer_state import ProducerStateManager
-
+          forced=frozenset(), progress=None) -> LoadedLog:
     if writable:
         directory.mkdir(parents=True, exist_ok=True)
         _complete_swaps_and_remove_temp_files(directory, config, report, now)
+    segments, file_reasons = _open_segments(directory, config, writable, now, report, forced)
+    loaded = LoadedLog(directory, config, segments, log_start_offset=log_start_checkpoint,
+                       recovery_point=recovery_point_checkpoint, log_end_offset=0,
+                       producer_state=ProducerStateManager(directory) if writable else None,
+                       epoch_cache=LeaderEpochCache(directory, persist=writable), writable=writable,
+                       time_source=now, loaded_at_ms=now(), report=report)
+    # Pass 6: recovery from the recovery point.
+    if writable:
+        needs_recovery = startup_recovery(segments.base_offsets, file_reasons, had_clean_shutdown=clean,
+                                          recovery_point=recovery_point_checkpoint)
+        _recover_segments(loaded, list(needs_recovery), report, progress)
+    # Passes 7-8: the log end offset (an empty log gets an empty segment).
+    log_end = _log_end_offset(loaded, log_start_checkpoint)
+    loaded.log_end_offset = log_end
+    # Pass 9: recovery point.
+    loaded.recovery_point = log_end if clean else min(recovery_point_checkpoint, log_end)
+    # Pass 10: the active segment's indexes get their preallocated size back.
+    if writable:
+        segments.last.resize_indexes(config.segment_index_bytes)
+    # Pass 11: leader epochs and the log start offset.
+    loaded.log_start_offset = log_start_offset_at_load(log_start_checkpoint, segments.first.base_offset)
+    if writable:
+        loaded.epoch_cache.truncate_from_end(log_end)
+        loaded.epoch_cache.truncate_from_start(loaded.log_start_offset)
+    # Pass 12: producer state.
+    producer_state = loaded.producer_state
+    if producer_state is not None:
+        producer_state.remove_stray_snapshots(segments.base_offsets)
+        rebuild_producer_state(producer_state, segments, loaded.log_start_offset, log_end,
+                               reload_from_clean_shutdown=clean)
+    report.log_start_offset = loaded.log_start_offset
+    report.log_end_offset = log_end
+    report.recovery_point = loaded.recovery_point
+    report.segments = len(segments)
+    return loaded
+
+
+def _open_segments(directory: Path, config: LogConfig, writable: bool, now, report: LoadReport,
+                   forced: frozenset) -> tuple[LogSegments, dict[int, list[str]]]:
+    """Pass 5: delete orphan indexes, open every segment, and say which ones a start-up
+    recovers whatever the shutdown was (``{base offset: reasons}``)."""
     segments = LogSegments()
     file_reasons: dict[int, list[str]] = {}
-    # Pass 5: open segments; orphan indexes go.
     names = sorted(os.listdir(directory))
-    logs = {n for n in names if n.endswith(LOG) and _offset_of(n) is not None}
-    for name in names:
-        if name.endswith(INDEX_SUFFIXES) and _offset_of(name) is not None:
-            if f"{name.rsplit('.', 1)[0]}{LOG}" not in logs and writable:
-                os.unlink(directory / name)
-                report.deleted_files.append(name)
-                report.actions.append(f"deleted orphan index {name}")
-    for name in sorted(logs):
-        base = _offset_of(name)
+    if writable:
+        for name in orphan_index_files(names):
+            os.unlink(directory / name)
+            report.deleted_files.append(name)
+            report.actions.append(f"deleted orphan index {name}")
+    for name in log_file_names(names):
+        base = file_offset(name)
         segment = LogSegment.open(directory, base, config, writable=writable, time_source=now)
         has_index = segment.offset_index.path.exists()
         if not has_index:
@@ -191,61 +344,34 @@ def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, cl
         if reasons:
             file_reasons[base] = reasons
         segments.add(segment)
+    return segments, file_reasons
 
-    producer_state = ProducerStateManager(directory) if writable else None
-    epoch_cache = LeaderEpochCache(directory, persist=writable)
-    log = Log(directory, config, segments, log_start_offset=log_start_checkpoint, recovery_point=recovery_point_checkpoint,
-              next_offset=0, producer_state=producer_state, epoch_cache=epoch_cache, time_source=now, writable=writable,
-              load_report=report)
 
-    # Pass 6: recovery from the recovery point.
-    if writable:
-        needs_recovery = startup_recovery(segments.base_offsets, file_reasons, had_clean_shutdown=clean,
-                                          recovery_point=recovery_point_checkpoint)
-        _recover_segments(log, list(needs_recovery), report, progress)
-
-    # Pass 7: log end offset.
+def _log_end_offset(loaded: LoadedLog, log_start_checkpoint: int) -> int:
+    """Passes 7-8: the last segment's next offset. Below the checkpointed log start offset,
+    every segment is deleted; a log left without segments gets an empty one there."""
+    segments, report = loaded.segments, loaded.report
     last = segments.last
     log_end = last.read_next_offset() if last is not None else log_start_checkpoint
-    if last is not None and log_end < log_start_checkpoint and writable:
+    if last is not None and log_end < log_start_checkpoint and loaded.writable:
         report.actions.append(f"log end offset {log_end} is below the log start offset {log_start_checkpoint}: "
                               "deleting every segment")
         for seg in list(segments):
             segments.remove(seg.base_offset)
             seg.delete_if_exists()
-        epoch_cache.clear()
+        loaded.epoch_cache.clear()
         last = None
-    # Pass 8: an empty log gets an empty segment.
     if last is None:
-        if not writable:
-            raise FileNotFoundError(f"no segments in {directory}")
-        segments.add(LogSegment.open(directory, log_start_checkpoint, config, time_source=now))
+        if not loaded.writable:
+            raise FileNotFoundError(f"no segments in {loaded.directory}")
+        segments.add(LogSegment.open(loaded.directory, log_start_checkpoint, loaded.config,
+                                     time_source=loaded.time_source))
         log_end = log_start_checkpoint
         report.actions.append(f"created an empty segment at {log_start_checkpoint}")
-    log.log_end_offset = log_end
-    log.high_watermark = log_end
-    # Pass 9: recovery point.
-    log.recovery_point = log_end if clean else min(recovery_point_checkpoint, log_end)
-    # Pass 10: the active segment's indexes get their preallocated size back.
-    if writable:
-        segments.last.resize_indexes(config.segment_index_bytes)
-    # Pass 11: leader epochs and the log start offset.
-    log.log_start_offset = log_start_offset_at_load(log_start_checkpoint, segments.first.base_offset)
-    if writable:
-        epoch_cache.truncate_from_end(log_end)
-        epoch_cache.truncate_from_start(log.log_start_offset)
-    # Pass 12: producer state.
-    if producer_state is not None:
-        producer_state.remove_stray_snapshots(segments.base_offsets)
-        rebuild_producer_state(producer_state, segments, log.log_start_offset, log_end, reload_from_clean_shutdown=clean)
-    report.log_start_offset = log.log_start_offset
-    report.log_end_offset = log_end
-    report.recovery_point = log.recovery_point
-    report.segments = len(segments)
-    return log
+    return log_end
 
 
-def _recover_segments(log: Log, bases: list[int], report: LoadReport, progress=None) -> None:
+def _recover_segments(loaded: LoadedLog, bases: list[int], report: LoadReport, progress=None) -> None:
     """Pass 6: recover each segment in ``bases`` (ascending) as ``LogLoader.recoverSegment``.
 
     Each segment gets a fresh producer state rebuilt up to its base offset from the
@@ -258,15 +384,13 @@ def _recover_segments(log: Log, bases: list[int], report: LoadReport, progress=N
     An ``InvalidOffsetError`` (an index refusing an offset that goes backwards) empties
     the segment (``truncateTo(baseOffset)``) and takes no snapshot, as Kafka's handler.
     """
-    from plog.engine.storage.producer_state import ProducerStateManager
-
-    segments = log.segments
+    segments = loaded.segments
     for base in bases:
         segment = segments.get(base)
         if segment is None:
             continue
-        psm = ProducerStateManager(log.dir)
-        rebuild_producer_state(psm, segments, log.log_start_offset, base, reload_from_clean_shutdown=False)
+        psm = ProducerStateManager(loaded.directory)
+        rebuild_producer_state(psm, segments, loaded.log_start_offset, base, reload_from_clean_shutdown=False)
         size = segment.size
         doomed: list = []
 
@@ -280,13 +404,13 @@ def _recover_segments(log: Log, bases: list[int], report: LoadReport, progress=N
                 return
             for later in [s for s in segments if s.base_offset > base]:
                 segments.remove(later.base_offset)
-                later.change_file_suffixes("", DELETED)
+                later.change_file_suffixes("", DELETED_FILE_SUFFIX)
                 doomed.append(later)
             if doomed:
-                fsync_dir(log.dir)
+                fsync_dir(loaded.directory)
 
         try:
-            result = segment.recover(psm, log.epoch_cache, before_truncate=doom_later_segments)
+            result = segment.recover(psm, loaded.epoch_cache, before_truncate=doom_later_segments)
         except InvalidOffsetError as e:
             doom_later_segments()
             removed = segment.truncate_to(base)
@@ -325,8 +449,6 @@ def rebuild_producer_state(psm, segments, log_start_offset: int, last_offset: in
     Otherwise the latest snapshot at or below ``last_offset`` is loaded (snapshots outside
     ``(log_start_offset, last_offset]`` are deleted) and the batches after it replayed.
     """
-    from plog.engine.storage.producer_state import load_producers_from_batches
-
     bases = segments.base_offsets
     marks = [*bases[-2:], last_offset]
     if reload_from_clean_shutdown and psm.latest_snapshot_offset is None:
@@ -365,80 +487,32 @@ def _batches_between(segment, start_offset: int, stop_offset: int | None):
 
 def complete_swaps_and_remove_temp_files(directory: Path, report: LoadReport | None = None) -> LoadReport:
     """Passes 1-4 alone (the temporary files of an interrupted clean, split or swap);
-    ``load_log(writable=True)`` runs them first anyway. Returns the report it filled."""
+    :func:`load` with ``writable=True`` runs them first anyway. Returns the report it filled."""
     report = report if report is not None else LoadReport(str(directory), False)
     _complete_swaps_and_remove_temp_files(Path(directory), LogConfig(), report, None)
     return report
 
 
+#: What the load report says of each kind of :class:`TempFileAction`.
+_TEMP_FILE_REPORTS = {
+    "deleted": "deleted {name}",
+    "split": "deleted {name} (an interrupted split)",
+    "cleaned": "deleted {name}",
+    "replaced": "deleted {name}, replaced by a swap segment",
+    "swap": "renamed {name} to {target}",
+}
+
+
 def _complete_swaps_and_remove_temp_files(directory: Path, config: LogConfig, report: LoadReport, now) -> None:
-    names = os.listdir(directory)
-    # Pass 1.
-    cleaned, swaps = [], []
-    for name in names:
-        path = directory / name
-        if not path.is_file():
-            continue
-        if name.endswith(DELETED) and not name.endswith(".checkpoint" + DELETED):
-            path.unlink()
-            report.deleted_files.append(name)
-            report.actions.append(f"deleted {name}")
-        elif name.endswith(CLEANED):
-            cleaned.append(name)
-        elif name.endswith(SWAP):
-            swaps.append(name)
-    min_cleaned = min((_offset_of(n) for n in cleaned if _offset_of(n) is not None), default=None)
-    kept_swaps = []
-    for name in swaps:
-        off = _offset_of(name)
-        if min_cleaned is not None and off is not None and off >= min_cleaned:
-            (directory / name).unlink()
-            report.deleted_files.append(name)
-            report.actions.append(f"deleted {name} (an interrupted split)")
+    names = [name for name in os.listdir(directory) if (directory / name).is_file()]
+    actions, _ = temp_file_actions(directory, names)
+    for action in actions:
+        if action.action == "rename":
+            os.replace(directory / action.name, directory / action.target)
         else:
-            kept_swaps.append(name)
-    for name in cleaned:
-        (directory / name).unlink()
-        report.deleted_files.append(name)
-        report.actions.append(f"deleted {name}")
-    # Pass 2: the offset range the swap segments replace.
-    swap_logs = [n for n in kept_swaps if _strip(n, SWAP).endswith(LOG)]
-    if swap_logs:
-        lo, hi = None, None
-        for name in swap_logs:
-            base = _offset_of(name)
-            seg = LogSegment(directory, base, file_suffix=SWAP, writable=False)
-            try:
-                nxt = _next_offset_of_file(seg.log_path, base)
-            finally:
-                seg.close_handlers()
-            lo = base if lo is None else min(lo, base)
-            hi = nxt if hi is None else max(hi, nxt)
-        # Pass 3: delete superseded non-swap files in [lo, hi).
-        for name in os.listdir(directory):
-            if name.endswith(SWAP) or not (directory / name).is_file():
-                continue
-            off = _offset_of(name)
-            if off is not None and lo <= off < hi and name.endswith((*SEGMENT_SUFFIXES, ".snapshot")):
-                (directory / name).unlink()
-                report.deleted_files.append(name)
-                report.actions.append(f"deleted {name}, replaced by a swap segment")
-    # Pass 4: complete the swaps.
-    for name in kept_swaps:
-        os.replace(directory / name, directory / _strip(name, SWAP))
-        report.actions.append(f"renamed {name} to {_strip(name, SWAP)}")
-
-
-def _next_offset_of_file(path: Path, base: int) -> int:
-    nxt = base
-    try:
-        for batch in FileBatches(path):
-            nxt = batch.next_offset
-    except FormatError:
-        # A damaged swap segment ends where its valid batches end; its own recovery
-        # (the segment is opened again after the rename) truncates the rest.
-        pass
-    return nxt
+            (directory / action.name).unlink()
+            report.deleted_files.append(action.name)
+        report.actions.append(_TEMP_FILE_REPORTS[action.why].format(name=action.name, target=action.target))
 
 
 def _split_overflowed_segment(directory: Path, config: LogConfig, base: int | None, report: LoadReport, now) -> None:
@@ -453,7 +527,7 @@ def _split_overflowed_segment(directory: Path, config: LogConfig, base: int | No
             if current is None or batch.last_offset - current.base_offset > (1 << 31) - 1:
                 if current is not None:
                     current.on_become_inactive_segment()
-                current = LogSegment(directory, batch.base_offset, file_suffix=CLEANED,
+                current = LogSegment(directory, batch.base_offset, file_suffix=CLEANED_FILE_SUFFIX,
                                      index_interval_bytes=config.index_interval_bytes,
                                      max_index_size=config.segment_index_bytes)
                 created.append(current)
@@ -464,10 +538,10 @@ def _split_overflowed_segment(directory: Path, config: LogConfig, base: int | No
         seg.on_become_inactive_segment()
         seg.flush()
     for seg in sorted(created, key=lambda s: -s.base_offset):
-        seg.change_file_suffixes(CLEANED, SWAP)
+        seg.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
         seg.close()
-    for suffix in SEGMENT_SUFFIXES:
-        path = directory / f"{segment_file_prefix(base)}{suffix}"
+    for suffix in SEGMENT_FILE_SUFFIXES:
+        path = directory / file_name(base, suffix)
         if path.exists():
-            os.replace(path, directory / f"{path.name}{DELETED}")
-    report.actions.append(f"split overflowed segment {segment_file_prefix(base)}.log into {len(created)} segments")
+            os.replace(path, directory / f"{path.name}{DELETED_FILE_SUFFIX}")
+    report.actions.append(f"split overflowed segment {file_name(base, LOG_FILE_SUFFIX)} into {len(created)} segments")

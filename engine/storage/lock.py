@@ -32,8 +32,7 @@ import threading
 
 from plog.engine.storage.descriptor_budget import budget, open_fd
 from plog.engine.errors import LogDirError, LogDirLockedError
-
-LOCK_FILE_NAME = ".lock"
+from plog.engine.storage.file_names import LOCK_FILE_NAME
 
 # real path of a log dir -> the LogDirLock holding it in this process
 _held: dict[str, "LogDirLock"] = {}

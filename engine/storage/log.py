@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from plog.formats.batches import BatchIterator
@@ -45,6 +45,7 @@ from plog.engine.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
+from plog.engine.storage.loader import LoadedLog, LoadReport, load, rebuild_producer_state
 from plog.engine.storage.segment import FetchData, LogOffsetPosition, LogSegment, RollParams, TimestampAndOffset
 from plog.engine.storage.segments import LogSegments
 
@@ -68,28 +69,14 @@ class LogAppendInfo:
     duplicate: bool = False
 
 
-@dataclass
-class LoadReport:
-    """What opening the log found and did (filled by ``loader.load_log``)."""
-
-    directory: str
-    clean_shutdown: bool
-    actions: list[str] = field(default_factory=list)
-    recovered_segments: list = field(default_factory=list)  # SegmentRecovery reports
-    deleted_files: list[str] = field(default_factory=list)
-    truncated_bytes: int = 0
-    log_start_offset: int = 0
-    log_end_offset: int = 0
-    recovery_point: int = 0
-    segments: int = 0
-
-
 class Log:
-    """A partition log over ``directory``; build it with :meth:`open`."""
+    """A partition log over ``directory``; build it with :meth:`open` (or from what the
+    loader loaded, :meth:`from_loaded`)."""
 
     def __init__(self, directory: Path, config: LogConfig, segments: LogSegments, *, log_start_offset: int,
                  recovery_point: int, next_offset: int, producer_state, epoch_cache: LeaderEpochCache,
-                 time_source=None, writable: bool = True, load_report: LoadReport | None = None):
+                 time_source=None, writable: bool = True, load_report: LoadReport | None = None,
+                 last_flush_ms: int | None = None):
         self.dir = Path(directory)
         self.config = config
         self.segments = segments
@@ -106,7 +93,7 @@ class Log:
         self.load_report = load_report
         self._now = time_source or (lambda: int(time.time() * 1000))
         self._unflushed_messages = 0
-        self._last_flush_ms = self._now()
+        self._last_flush_ms = self._now() if last_flush_ms is None else last_flush_ms
         self.closed = False
 
     # -- opening ---------------------------------------------------------------------------------
@@ -116,11 +103,18 @@ class Log:
              recovery_point: int = 0, had_clean_shutdown: bool = True, writable: bool = True,
              time_source=None) -> "Log":
         """Open (and if needed recover) the partition at ``directory``; see ``loader``."""
-        from plog.engine.storage.loader import load_log
-
         return load_log(Path(directory), config or LogConfig(), log_start_offset=log_start_offset,
                         recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown, writable=writable,
                         time_source=time_source)
+
+    @classmethod
+    def from_loaded(cls, loaded: LoadedLog) -> "Log":
+        """The log the loader loaded (its segments, offsets and state, as they are)."""
+        return cls(loaded.directory, loaded.config, loaded.segments, log_start_offset=loaded.log_start_offset,
+                   recovery_point=loaded.recovery_point, next_offset=loaded.log_end_offset,
+                   producer_state=loaded.producer_state, epoch_cache=loaded.epoch_cache,
+                   time_source=loaded.time_source, writable=loaded.writable, load_report=loaded.report,
+                   last_flush_ms=loaded.loaded_at_ms)
 
     # -- facts ------------------------------------------------------------------------------------
 
@@ -492,8 +486,6 @@ class Log:
         return self.log_start_offset
 
     def _rebuild_producer_state(self) -> None:
-        from plog.engine.storage.loader import rebuild_producer_state
-
         if self.producer_state is not None:
             rebuild_producer_state(self.producer_state, self.segments, self.log_start_offset, self.log_end_offset,
                                    reload_from_clean_shutdown=False)
@@ -522,3 +514,9 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.dir}, start={self.log_start_offset}, end={self.log_end_offset}, "
                 f"segments={len(self.segments)})")
+
+
+def load_log(directory: Path, config: LogConfig, **options) -> Log:
+    """Load ``directory`` (:func:`plog.engine.storage.loader.load`, which takes the same
+    options) and build the :class:`Log` over what was loaded."""
+    return Log.from_loaded(load(Path(directory), config, **options))

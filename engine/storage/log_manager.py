@@ -53,20 +53,25 @@ from plog.engine.storage.checkpoints import (
 from plog.engine.storage.log_config import LogConfig
 from plog.engine.errors import InvalidTopicError, LogDirError, ResourceLimitError
 from plog.engine.storage.lock import LogDirLock
-from plog.engine.storage.log import LoadReport, Log
-from plog.engine.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_prefix
+from plog.engine.storage.loader import LoadReport
+from plog.engine.storage.log import Log
 from plog.engine.storage.file_names import (
     CLUSTER_METADATA_TOPIC,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT,
+    PARTITION_METADATA,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    TIME_INDEX_FILE_SUFFIX,
     TopicPartition,
     delete_dir_name,
+    file_name,
     parse_partition_dir_name,
     partition_dir_name,
     validate_topic_name,
 )
 
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 TOPICS_FILE = ".plog-topics.json"
 
 
@@ -297,7 +302,7 @@ class LogManager:
         path.mkdir(parents=True, exist_ok=True)
         tid = self.topic_id(tp.topic)
         if tid is not None:
-            PartitionMetadataFile(path / "partition.metadata").write(tid)
+            PartitionMetadataFile(path / PARTITION_METADATA).write(tid)
         log = Log.open(path, self.topic_config(tp.topic), time_source=self._now)
         self.logs[tp] = log
         self._log_dir_of[tp] = target_dir
@@ -324,10 +329,9 @@ class LogManager:
         path = target_dir / delete_dir_name(tp)
         self._new_logs[tp] = [path, None]
         os.mkdir(path)
-        _write_new_file(path / "partition.metadata", format_partition_metadata(topic_id).encode())
-        prefix = segment_file_prefix(0)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            _write_new_file(path / f"{prefix}{suffix}", b"")
+        _write_new_file(path / PARTITION_METADATA, format_partition_metadata(topic_id).encode())
+        for suffix in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
+            _write_new_file(path / file_name(0, suffix), b"")
         return path
 
     def sync_new_logs(self) -> None:
@@ -340,7 +344,7 @@ class LogManager:
             sync_file_systems(self.log_dirs)
             return
         for path in staged:
-            fd = os.open(path / "partition.metadata", os.O_RDONLY)
+            fd = os.open(path / PARTITION_METADATA, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:

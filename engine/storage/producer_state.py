@@ -8,20 +8,13 @@ feed it from disk: ``LogSegment.updateProducerState`` (segment recovery, §8.5 o
 ``docs/kafka-format.md``) and ``UnifiedLog.updateProducers``/``loadProducersFromRecords``
 (``rebuildProducerState``, §13.2 step 12).
 
-State kept per producer (:class:`ProducerStateEntry`)::
-
-    producer_epoch             last epoch seen (-1 before any batch)
-    batch_metadata             the last 5 data batches: (last_seq, last_offset, offset_delta,
-                               timestamp); first_seq/first_offset are derived from them
-    coordinator_epoch          from the last COMMIT/ABORT marker (-1 if none yet)
-    last_timestamp             max timestamp of the last data batch, or the marker's timestamp
-    current_txn_first_offset   first offset of the open transaction, or None
+State kept per producer: :class:`ProducerStateEntry` (its fields are listed in
+:mod:`~plog.engine.storage.producer_state_entry`).
 
 The state machine, one producer at a time. An append goes through a
-:class:`ProducerAppendInfo` built from the current entry by ``prepare_update``; it
-validates each batch against the entry and a working copy (``updated_entry``, which starts
-with the current epoch/coordinator epoch/txn but *no* batch metadata), and ``update``
-merges that copy back into the map. Nothing is changed in the map until ``update``:
+:class:`ProducerAppendInfo` (:mod:`~plog.engine.storage.producer_append_info`) built from the
+current entry by ``prepare_update``, which validates each batch; ``update`` merges the result
+back into the map. Nothing is changed in the map until ``update``:
 
 * **Data batch** (``append_data_batch``). Epoch check: an epoch lower than the current one
   is fenced (``InvalidProducerEpochError``) for client appends and only tolerated when
@@ -57,517 +50,65 @@ and falls back to the previous one, as Kafka does.
 
 Verification state (KIP-890 ``VerificationStateEntry``), the late-transaction metric and
 ``LogOffsetMetadata`` (we track plain offsets) are not modelled.
-"""
 
+Modules: the entry and its values (:mod:`~plog.engine.storage.producer_state_entry`), the
+validation of one producer's appends (:mod:`~plog.engine.storage.producer_append_info`),
+the snapshot files (:mod:`~plog.engine.storage.producer_snapshots`), and here the manager
+and the functions that feed it from disk. Every name is importable from here.
+"""
 from __future__ import annotations
 
-import contextlib
-import enum
 import logging
 import os
-from collections import deque
 from pathlib import Path
 from types import MappingProxyType
-from typing import Iterable, Mapping, NamedTuple
+from typing import Iterable, Mapping
 
-from plog.formats.control import ControlRecordType, EndTransactionMarker, parse_control_key
-from plog.formats.errors import CorruptSnapshotError, InvalidRecordError
+from plog.formats.errors import CorruptSnapshotError
 from plog.formats.indexes import AbortedTxn
-from plog.formats.producer_snapshot import ProducerSnapshotEntry, decode_snapshot, encode_snapshot, java_hash_map_order
-from plog.formats.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, decrement_sequence
+from plog.formats.producer_snapshot import ProducerSnapshotEntry, encode_snapshot, java_hash_map_order
 
-from plog.engine.errors import EngineError, InvalidProducerEpochError, OutOfOrderSequenceError
+from plog.engine.storage.file_names import DELETED_FILE_SUFFIX
+from plog.engine.storage.producer_append_info import (
+    TV_UNKNOWN,
+    AppendOrigin,
+    InvalidTxnStateError,
+    ProducerAppendInfo,
+    TransactionCoordinatorFencedError,
+)
+from plog.engine.storage.producer_snapshots import (
+    delete_snapshot_file,
+    list_snapshot_files,
+    read_snapshot,
+    snapshot_file_name,
+    snapshot_out_of_range,
+    stray_snapshots,
+    write_snapshot_file,
+)
+from plog.engine.storage.producer_state_entry import (
+    INT32_MAX,
+    NO_PRODUCER_ID,
+    NUM_BATCHES_TO_RETAIN,
+    BatchMetadata,
+    CompletedTxn,
+    ProducerStateEntry,
+    TxnMetadata,
+)
 
 log = logging.getLogger(__name__)
 
-INT32_MAX = (1 << 31) - 1
-NO_PRODUCER_ID = -1
-#: ``ProducerStateEntry.NUM_BATCHES_TO_RETAIN``: how many recent batches a retry can match.
-NUM_BATCHES_TO_RETAIN = 5
 #: ``producer.id.expiration.ms`` default (1 day).
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
-SNAPSHOT_SUFFIX = ".snapshot"
-DELETED_SUFFIX = ".deleted"
-_TMP_SUFFIX = ".tmp"
-#: ``TransactionVersion.TV_UNKNOWN``: what a replicated marker carries (the version is not on disk).
-TV_UNKNOWN = -1
 _JAVA_HASHMAP_INITIAL_CAPACITY = 16
 
-
-class InvalidTxnStateError(EngineError):
-    """A non-transactional batch from a producer with an open transaction (``InvalidTxnStateException``)."""
-
-
-class TransactionCoordinatorFencedError(EngineError):
-    """An end marker from an older coordinator epoch (``TransactionCoordinatorFencedException``)."""
-
-
-class AppendOrigin(enum.Enum):
-    """Where an append comes from, which decides how much is validated (``AppendOrigin``).
-
-    CLIENT: a produce request on the leader -- epoch fencing and sequence checks.
-    COORDINATOR: markers and offset commits from a coordinator -- epoch checks, no sequences.
-    REPLICATION: a follower copying the leader, and also log recovery/loading (Kafka uses
-    REPLICATION there) -- nothing is rejected except a non-transactional write inside a
-    transaction; fencing violations are only logged.
-    """
-
-    CLIENT = "client"
-    COORDINATOR = "coordinator"
-    REPLICATION = "replication"
-    RECOVERY = "replication"  # alias: recovery and loading replay with REPLICATION rules
-
-    @classmethod
-    def of(cls, origin: "AppendOrigin | str") -> "AppendOrigin":
-        """Accept the enum or its name/value in any case ("client", "REPLICATION", "recovery")."""
-        if isinstance(origin, cls):
-            return origin
-        try:
-            return cls[str(origin).upper()]
-        except KeyError:
-            raise ValueError(f"Unknown append origin {origin!r}") from None
-
-
-class BatchMetadata(NamedTuple):
-    """One recent data batch of a producer (``BatchMetadata``).
-
-    ``offset_delta`` is ``last_offset - first_offset`` of the batch as appended; the first
-    sequence is derived from it, so a batch that compaction shrank is remembered as written.
-    """
-
-    last_seq: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
-
-    @property
-    def first_seq(self) -> int:
-        return decrement_sequence(self.last_seq, self.offset_delta)
-
-    @property
-    def first_offset(self) -> int:
-        return self.last_offset - self.offset_delta
-
-
-class CompletedTxn(NamedTuple):
-    """A transaction closed by a marker: its first data offset and the marker's offset."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    is_aborted: bool
-
-
-class TxnMetadata:
-    """An open (or completed but not yet replicated) transaction (``TxnMetadata``)."""
-
-    __slots__ = ("producer_id", "first_offset", "last_offset")
-
-    def __init__(self, producer_id: int, first_offset: int, last_offset: int | None = None):
-        self.producer_id = producer_id
-        self.first_offset = first_offset
-        self.last_offset = last_offset
-
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, TxnMetadata):
-            return NotImplemented
-        return (self.producer_id, self.first_offset, self.last_offset) == (
-            other.producer_id, other.first_offset, other.last_offset)
-
-    def __repr__(self) -> str:
-        return (f"TxnMetadata(producer_id={self.producer_id}, first_offset={self.first_offset}, "
-                f"last_offset={self.last_offset})")
-
-
-class ProducerStateEntry:
-    """The state of one producer id (``ProducerStateEntry``); see the module docstring."""
-
-    __slots__ = ("producer_id", "producer_epoch", "coordinator_epoch", "last_timestamp",
-                 "current_txn_first_offset", "batch_metadata")
-
-    def __init__(self, producer_id: int, producer_epoch: int = NO_PRODUCER_EPOCH, coordinator_epoch: int = -1,
-                 last_timestamp: int = NO_TIMESTAMP, current_txn_first_offset: int | None = None,
-                 batch_metadata: Iterable[BatchMetadata] = ()):
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.coordinator_epoch = coordinator_epoch
-        self.last_timestamp = last_timestamp
-        self.current_txn_first_offset = current_txn_first_offset
-        # A bounded deque drops the oldest batch on overflow, as addBatchMetadata does.
-        self.batch_metadata: deque[BatchMetadata] = deque(batch_metadata, maxlen=NUM_BATCHES_TO_RETAIN)
-
-    @classmethod
-    def empty(cls, producer_id: int) -> "ProducerStateEntry":
-        return cls(producer_id)
-
-    # -- derived facts (Kafka's accessors; -1/0 when there is no batch) ------------------
-
-    def is_empty(self) -> bool:
-        """True when no data batch is remembered (the entry may still carry an epoch)."""
-        return not self.batch_metadata
-
-    @property
-    def first_seq(self) -> int:
-        return self.batch_metadata[0].first_seq if self.batch_metadata else NO_SEQUENCE
-
-    @property
-    def last_seq(self) -> int:
-        return self.batch_metadata[-1].last_seq if self.batch_metadata else NO_SEQUENCE
-
-    @property
-    def first_data_offset(self) -> int:
-        return self.batch_metadata[0].first_offset if self.batch_metadata else -1
-
-    @property
-    def last_data_offset(self) -> int:
-        return self.batch_metadata[-1].last_offset if self.batch_metadata else -1
-
-    @property
-    def last_offset_delta(self) -> int:
-        return self.batch_metadata[-1].offset_delta if self.batch_metadata else 0
-
-    # -- mutation -----------------------------------------------------------------------
-
-    def maybe_update_producer_epoch(self, producer_epoch: int) -> bool:
-        """Take a new epoch; the old epoch's batches cannot be retried any more, so drop them."""
-        if self.producer_epoch != producer_epoch:
-            self.batch_metadata.clear()
-            self.producer_epoch = producer_epoch
-            return True
-        return False
-
-    def add_batch(self, producer_epoch: int, last_seq: int, last_offset: int, offset_delta: int,
-                  timestamp: int) -> None:
-        self.maybe_update_producer_epoch(producer_epoch)
-        self.batch_metadata.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
-        self.last_timestamp = timestamp
-
-    def update(self, next_entry: "ProducerStateEntry") -> None:
-        """Merge an append's working entry into this one (``ProducerStateEntry.update``)."""
-        self.maybe_update_producer_epoch(next_entry.producer_epoch)
-        self.batch_metadata.extend(next_entry.batch_metadata)
-        self.coordinator_epoch = next_entry.coordinator_epoch
-        self.current_txn_first_offset = next_entry.current_txn_first_offset
-        self.last_timestamp = next_entry.last_timestamp
-
-    def end_transaction(self, producer_epoch: int, coordinator_epoch: int, timestamp: int) -> None:
-        """What a COMMIT/ABORT marker does (Kafka's 3-argument ``update``): the batch
-        metadata is kept unless the epoch changes, the transaction is closed."""
-        self.maybe_update_producer_epoch(producer_epoch)
-        self.coordinator_epoch = coordinator_epoch
-        self.current_txn_first_offset = None
-        self.last_timestamp = timestamp
-
-    # -- lookups --------------------------------------------------------------------------
-
-    def find_duplicate_batch(self, producer_epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        """The remembered batch with exactly this sequence range in this epoch, if any."""
-        if producer_epoch != self.producer_epoch:
-            return None
-        return self.batch_with_sequence_range(first_seq, last_seq)
-
-    def batch_with_sequence_range(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        for metadata in self.batch_metadata:
-            if metadata.first_seq == first_seq and metadata.last_seq == last_seq:
-                return metadata
-        return None
-
-    # -- snapshot conversion ---------------------------------------------------------------
-
-    def to_snapshot_entry(self) -> ProducerSnapshotEntry:
-        """The 46-byte snapshot record of this entry (``writeSnapshot``): only the last batch survives."""
-        return ProducerSnapshotEntry(
-            self.producer_id,
-            self.producer_epoch,
-            self.last_seq,
-            self.last_data_offset,
-            self.last_offset_delta,
-            self.last_timestamp,
-            self.coordinator_epoch,
-            -1 if self.current_txn_first_offset is None else self.current_txn_first_offset,
-        )
-
-    @classmethod
-    def from_snapshot_entry(cls, e: ProducerSnapshotEntry) -> "ProducerStateEntry":
-        """``readSnapshot``: a batch is restored only when last_offset >= 0, with the entry's
-        timestamp as its timestamp; a negative txn first offset means no open transaction."""
-        batch = []
-        if e.last_offset >= 0:
-            batch.append(BatchMetadata(e.last_sequence, e.last_offset, e.offset_delta, e.timestamp))
-        txn = e.current_txn_first_offset if e.current_txn_first_offset >= 0 else None
-        return cls(e.producer_id, e.producer_epoch, e.coordinator_epoch, e.timestamp, txn, batch)
-
-    def copy(self, with_batches: bool = True) -> "ProducerStateEntry":
-        return ProducerStateEntry(self.producer_id, self.producer_epoch, self.coordinator_epoch, self.last_timestamp,
-                                  self.current_txn_first_offset, self.batch_metadata if with_batches else ())
-
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, ProducerStateEntry):
-            return NotImplemented
-        return (self.producer_id, self.producer_epoch, self.coordinator_epoch, self.last_timestamp,
-                self.current_txn_first_offset, list(self.batch_metadata)) == (
-            other.producer_id, other.producer_epoch, other.coordinator_epoch, other.last_timestamp,
-            other.current_txn_first_offset, list(other.batch_metadata))
-
-    __hash__ = None  # mutable
-
-    def __repr__(self) -> str:
-        return (f"ProducerStateEntry(producer_id={self.producer_id}, producer_epoch={self.producer_epoch}, "
-                f"current_txn_first_offset={self.current_txn_first_offset}, "
-                f"coordinator_epoch={self.coordinator_epoch}, last_timestamp={self.last_timestamp}, "
-                f"batch_metadata={list(self.batch_metadata)})")
-
-
-def _in_sequence(last_seq: int, next_seq: int) -> bool:
-    # Kafka compares against lastSeq + 1L (a long), so INT32_MAX is followed only by 0.
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
-
-
-class ProducerAppendInfo:
-    """Validation and accumulated changes of one producer's append (``ProducerAppendInfo``).
-
-    Built by :meth:`ProducerStateManager.prepare_update`; nothing reaches the manager until
-    :meth:`ProducerStateManager.update` is called with it. May take several batches in a
-    row (recovery feeds a whole read chunk through one info per producer).
-    """
-
-    def __init__(self, producer_id: int, current_entry: ProducerStateEntry,
-                 origin: AppendOrigin | str = AppendOrigin.REPLICATION, partition: str = ""):
-        self.producer_id = producer_id
-        self.current_entry = current_entry
-        self.origin = AppendOrigin.of(origin)
-        self.partition = partition
-        # Same epoch / coordinator epoch / open txn, but no batches: the new batches are
-        # collected here and appended to the map's entry by update().
-        self.updated_entry = ProducerStateEntry(producer_id, current_entry.producer_epoch,
-                                                current_entry.coordinator_epoch, current_entry.last_timestamp,
-                                                current_entry.current_txn_first_offset)
-        self.started_transactions: list[TxnMetadata] = []
-
-    def _where(self, offset: int) -> str:
-        return f"producer {self.producer_id} at offset {offset}" + (f" in {self.partition}" if self.partition else "")
-
-    # -- checks ---------------------------------------------------------------------------
-
-    def _check_producer_epoch(self, producer_epoch: int, offset: int, transaction_version: int) -> None:
-        current = self.updated_entry.producer_epoch
-        # TV2 coordinators bump the epoch for every marker, so a TV2 marker must be newer;
-        # data batches and legacy markers only must not be older.
-        strict = transaction_version >= 2
-        if (producer_epoch <= current) if strict else (producer_epoch < current):
-            if strict and producer_epoch == current and self.updated_entry.current_txn_first_offset is None:
-                # KAFKA-19999: a retried TV2 marker for a transaction that already ended.
-                log.info("Idempotent transaction marker retry for producer %d epoch %d", self.producer_id,
-                         producer_epoch)
-                return
-            message = (f"Epoch of {self._where(offset)} is {producer_epoch}, which is "
-                       f"{'<=' if strict else '<'} the last seen epoch {current} (TV{transaction_version})")
-            if self.origin is AppendOrigin.REPLICATION:
-                # The leader already decided; a follower/recovery must take what is on disk.
-                log.warning(message)
-            else:
-                raise InvalidProducerEpochError(message)
-
-    def _check_sequence(self, producer_epoch: int, first_seq: int, offset: int) -> None:
-        updated, current = self.updated_entry, self.current_entry
-        if producer_epoch != updated.producer_epoch:
-            # A bumped epoch restarts the sequence; only a producer never seen before (no
-            # epoch at all) may start a new epoch elsewhere.
-            if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:
-                raise OutOfOrderSequenceError(
-                    f"Invalid sequence number for new epoch of {self._where(offset)}: {producer_epoch} "
-                    f"(request epoch), {first_seq} (seq. number), {updated.producer_epoch} (current producer epoch)")
-            return
-        if not updated.is_empty():
-            last_seq = updated.last_seq  # an earlier batch of this same append
-        elif producer_epoch == current.producer_epoch:
-            last_seq = current.last_seq
-        else:
-            last_seq = NO_SEQUENCE
-        # An entry without an epoch (unknown producer, or its data all deleted by retention
-        # or DeleteRecords) accepts any sequence: there is nothing to compare with.
-        if not (current.producer_epoch == NO_PRODUCER_EPOCH or _in_sequence(last_seq, first_seq)):
-            raise OutOfOrderSequenceError(
-                f"Out of order sequence number for {self._where(offset)}: {first_seq} (incoming seq. number), "
-                f"{last_seq} (current end sequence number)")
-
-    # -- appends --------------------------------------------------------------------------
-
-    def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, last_timestamp: int,
-                          first_offset: int, last_offset: int, is_transactional: bool) -> None:
-        """Validate and record one data batch (``appendDataBatch``).
-
-        ``last_timestamp`` is the batch's max timestamp. Raises InvalidProducerEpochError /
-        OutOfOrderSequenceError (CLIENT) and InvalidTxnStateError (any origin).
-        """
-        self._check_producer_epoch(epoch, first_offset, TV_UNKNOWN)
-        if self.origin is AppendOrigin.CLIENT:
-            self._check_sequence(epoch, first_seq, first_offset)
-        entry = self.updated_entry
-        entry.add_batch(epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp)
-        if entry.current_txn_first_offset is not None and not is_transactional:
-            raise InvalidTxnStateError(
-                f"Expected transactional write from {self._where(first_offset)}")
-        if entry.current_txn_first_offset is None and is_transactional:
-            # The first batch of a transaction opens it; its base offset bounds the LSO.
-            entry.current_txn_first_offset = first_offset
-            self.started_transactions.append(TxnMetadata(self.producer_id, first_offset))
-
-    def append_end_txn_marker(self, control_type: ControlRecordType, coordinator_epoch: int, producer_epoch: int,
-                              offset: int, timestamp: int,
-                              transaction_version: int = TV_UNKNOWN) -> CompletedTxn | None:
-        """Validate and record a COMMIT/ABORT marker (``appendEndTxnMarker``).
-
-        Returns the completed transaction, or None when the producer had none open (a
-        marker of an empty transaction changes neither the LSO nor the ``.txnindex``).
-        ``transaction_version`` -1 (unknown, as for replicated markers) and 0/1 use the
-        legacy epoch rule; 2 requires a bumped epoch. Kafka insists on an explicit version
-        for non-replicated markers; here an unknown one is treated as legacy.
-        """
-        control_type = ControlRecordType(control_type)
-        if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-            raise ValueError(f"Invalid control record type for end transaction marker: {control_type.name}")
-        # Replicated markers carry no version; the legacy rule is the permissive one.
-        effective_version = 0 if transaction_version == TV_UNKNOWN else transaction_version
-        self._check_producer_epoch(producer_epoch, offset, effective_version)
-        entry = self.updated_entry
-        if entry.coordinator_epoch > coordinator_epoch:
-            if self.origin is AppendOrigin.REPLICATION:
-                log.info("Invalid coordinator epoch for %s: %d is older than previously known coordinator epoch %d",
-                         self._where(offset), coordinator_epoch, entry.coordinator_epoch)
-            else:
-                raise TransactionCoordinatorFencedError(
-                    f"Invalid coordinator epoch for {self._where(offset)}: {coordinator_epoch} (zombie), "
-                    f"{entry.coordinator_epoch} (current)")
-        completed = None
-        if entry.current_txn_first_offset is not None:
-            completed = CompletedTxn(self.producer_id, entry.current_txn_first_offset, offset,
-                                     control_type is ControlRecordType.ABORT)
-        entry.end_transaction(producer_epoch, coordinator_epoch, timestamp)
-        return completed
-
-    def append(self, batch, transaction_version: int = TV_UNKNOWN) -> CompletedTxn | None:
-        """One batch as read from a log (``ProducerAppendInfo.append``).
-
-        A control batch's first record is the marker (its key the type, its value the
-        coordinator epoch; the marker's timestamp is that record's); an empty control batch
-        is a transaction the cleaner removed entirely and changes nothing. A data batch uses
-        its base/last offset, base/last sequence and max timestamp.
-        """
-        if batch.is_control:
-            records = batch.records()
-            if not records:
-                return None
-            record = records[0]
-            if record.key is None:
-                raise InvalidRecordError("Control record has no key", batch.position)
-            _version, control_type = parse_control_key(bytes(record.key))
-            if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-                raise InvalidRecordError(
-                    f"Invalid control record type for end transaction marker: {control_type.name}", batch.position)
-            marker = EndTransactionMarker.decode(None if record.value is None else bytes(record.value))
-            return self.append_end_txn_marker(control_type, marker.coordinator_epoch, batch.producer_epoch,
-                                              batch.base_offset, record.timestamp, transaction_version)
-        self.append_data_batch(batch.producer_epoch, batch.base_sequence, batch.last_sequence, batch.max_timestamp,
-                               batch.base_offset, batch.last_offset, batch.is_transactional)
-        return None
-
-    append_batch = append  # the name engine callers probe for
-
-    def to_entry(self) -> ProducerStateEntry:
-        return self.updated_entry
-
-    def __repr__(self) -> str:
-        e = self.updated_entry
-        return (f"ProducerAppendInfo(producer_id={self.producer_id}, producer_epoch={e.producer_epoch}, "
-                f"first_sequence={e.first_seq}, last_sequence={e.last_seq}, "
-                f"current_txn_first_offset={e.current_txn_first_offset}, coordinator_epoch={e.coordinator_epoch}, "
-                f"last_timestamp={e.last_timestamp}, started_transactions={self.started_transactions})")
-
-
-# ------------------------------------------------------------------------------ snapshot files
-
-
-def snapshot_file_name(offset: int) -> str:
-    """``<20-digit zero-padded offset>.snapshot`` (``LogFileUtils.producerSnapshotFile``)."""
-    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-
-def _snapshot_offset(name: str) -> int | None:
-    # Kafka parses the text before the first dot; a name that does not parse would make
-    # it throw, so such a file is simply not a snapshot to us.
-    stem = name.split(".", 1)[0]
-    return int(stem) if stem.isdigit() else None
-
-
-def list_snapshot_files(log_dir: str | os.PathLike) -> dict[int, Path]:
-    """Regular ``*.snapshot`` files of ``log_dir`` by offset (``listSnapshotFiles``)."""
-    found: dict[int, Path] = {}
-    d = Path(log_dir)
-    if not d.is_dir():
-        return found
-    for p in d.iterdir():
-        if p.name.endswith(SNAPSHOT_SUFFIX) and p.is_file():
-            offset = _snapshot_offset(p.name)
-            if offset is not None:
-                found[offset] = p
-    return dict(sorted(found.items()))
-
-
-def stray_snapshots(snapshot_offsets: Iterable[int], segment_base_offsets: Iterable[int]) -> dict[int, int | None]:
-    """The snapshots ``removeStraySnapshots`` deletes (a broker's every load does), each
-    with the later stray snapshot that supersedes it: a snapshot with no segment starting at
-    its offset is stray; every stray but the largest goes, and the largest too when it lies
-    below the last segment's base offset (superseded by None: the segments). The largest
-    stray above every base is the clean-shutdown snapshot at the log end offset: it stays."""
-    bases = set(segment_base_offsets)
-    out: dict[int, int | None] = {}
-    latest_stray = None
-    for offset in sorted(snapshot_offsets):
-        if offset not in bases:
-            if latest_stray is not None:
-                out[latest_stray] = offset
-            latest_stray = offset
-    if latest_stray is not None and bases and latest_stray < max(bases):
-        out[latest_stray] = None
-    return out
-
-
-def snapshot_out_of_range(offset: int, log_start_offset: int, log_end_offset: int) -> bool:
-    """``truncateAndReload``'s bounds: a snapshot above the log end offset, or at or below
-    the log start offset (note: exactly at the log start goes too), is deleted."""
-    return offset > log_end_offset or offset <= log_start_offset
-
-
-def read_snapshot(path: str | os.PathLike) -> list[ProducerStateEntry]:
-    """The entries of a snapshot file (``readSnapshot``); CorruptSnapshotError if it does not decode.
-
-    Decoding is Kafka's lenient one (bytes after the last entry are ignored if the CRC,
-    which covers them, matches).
-    """
-    data = Path(path).read_bytes()
-    return [ProducerStateEntry.from_snapshot_entry(e) for e in decode_snapshot(data, strict=False)]
-
-
-def _delete_if_exists(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse directory fsync; the rename is still atomic
-    finally:
-        os.close(fd)
-
+__all__ = [
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "INT32_MAX", "NO_PRODUCER_ID", "NUM_BATCHES_TO_RETAIN", "TV_UNKNOWN",
+    "AppendOrigin", "BatchMetadata", "CompletedTxn", "InvalidTxnStateError", "ProducerAppendInfo",
+    "ProducerStateEntry", "ProducerStateManager", "TransactionCoordinatorFencedError", "TxnMetadata",
+    "aborted_txn_for", "list_snapshot_files", "load_producers_from_batches", "read_snapshot", "replay_batches",
+    "segment_update_producer_state", "snapshot_file_name", "snapshot_out_of_range", "stray_snapshots",
+    "update_producers_from_batch",
+]
 
 # ------------------------------------------------------------------------------ the manager
 
@@ -746,40 +287,12 @@ class ProducerStateManager:
 
     def take_snapshot(self, sync: bool = True) -> Path | None:
         """Write the map at ``map_end_offset`` unless a snapshot at or past it was already
-        written or loaded (``takeSnapshot``); returns the new file, or None.
-
-        Kafka writes the file in place (CREATE+WRITE, then fsync when ``sync``) -- without
-        truncating an existing longer file, which would then fail its CRC. We write
-        ``<name>.tmp``, fsync it (when ``sync``), and rename it over the final name, then
-        fsync the directory: a crash leaves the old file or the new one, never a torn one.
-        """
+        written or loaded (``takeSnapshot``); returns the new file, or None. The file is
+        written whole (:func:`~plog.engine.storage.producer_snapshots.write_snapshot_file`)."""
         if self._last_map_offset <= self._last_snap_offset:
             return None
         path = self.snapshot_path(self._last_map_offset)
-        tmp = path.with_name(path.name + _TMP_SUFFIX)
-        data = self.snapshot_bytes()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                if sync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except BaseException as e:
-            # A full disk or Ctrl-C leaves no stray .tmp behind (log loading does not look
-            # for one), and the error names the file.
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            if isinstance(e, OSError) and e.filename in (None, str(tmp)):
-                # Name the snapshot the user would look for, not the temporary just removed.
-                raise OSError(e.errno, e.strerror, str(path)) from None
-            raise
-        if sync:
-            _fsync_dir(self.log_dir)
+        write_snapshot_file(path, self.snapshot_bytes(), sync)
         self._snapshots[self._last_map_offset] = path
         self._last_snap_offset = self._last_map_offset
         return path
@@ -787,7 +300,7 @@ class ProducerStateManager:
     def _remove_and_delete_snapshot(self, offset: int) -> None:
         path = self._snapshots.pop(offset, None)
         if path is not None:
-            _delete_if_exists(path)
+            delete_snapshot_file(path)
 
     def remove_and_mark_snapshot_for_deletion(self, offset: int) -> Path | None:
         """Forget the snapshot at ``offset`` and rename it ``….snapshot.deleted`` (segment
@@ -796,7 +309,7 @@ class ProducerStateManager:
         path = self._snapshots.pop(offset, None)
         if path is None:
             return None
-        target = path.with_name(path.name + DELETED_SUFFIX)
+        target = path.with_name(path.name + DELETED_FILE_SUFFIX)
         try:
             os.replace(path, target)
         except FileNotFoundError:
@@ -814,7 +327,7 @@ class ProducerStateManager:
         snapshots = list_snapshot_files(self.log_dir)
         deleted = sorted(stray_snapshots(snapshots, segment_base_offsets))
         for offset in deleted:
-            _delete_if_exists(snapshots.pop(offset))
+            delete_snapshot_file(snapshots.pop(offset))
         self._snapshots = snapshots
         return deleted
 

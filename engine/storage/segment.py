@@ -49,23 +49,22 @@ from plog.formats.record_batch import CRC_START
 from plog.engine.storage.descriptor_budget import ReopenableFile
 from plog.engine.errors import OffsetOverflowError
 from plog.engine.storage.file_records import FileBatches
-from plog.engine.storage.index import OffsetIndex, TimeIndex, TransactionIndex
-from plog.engine.storage.producer_state import aborted_txn_for, update_producers_from_batch
+from plog.engine.storage.file_names import (
+    log_file_name,
+    offset_index_file_name,
+    time_index_file_name,
+    txn_index_file_name,
+)
+from plog.engine.storage.offset_index import OffsetIndex
+from plog.engine.storage.time_index import TimeIndex
+from plog.engine.storage.transaction_index import TransactionIndex
+from plog.engine.storage.producer_state import aborted_txn_for, segment_update_producer_state
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"
 INT_MAX = (1 << 31) - 1
 
 # Reading a few KiB forward from an index entry is the common case of a lookup; a small
 # first read keeps offset lookups well under a millisecond.
 LOOKUP_CHUNK = 64 * 1024
-
-
-def segment_file_prefix(base_offset: int) -> str:
-    """Kafka's 20-digit zero-padded file name prefix."""
-    return f"{base_offset:020d}"
 
 
 @dataclass(frozen=True)
@@ -143,13 +142,12 @@ class LogSegment:
         self.rolling_jitter_ms = rolling_jitter_ms
         self.writable = writable
         self._now = time_source or (lambda: int(time.time() * 1000))
-        prefix = segment_file_prefix(base_offset)
-        self.log_path = self.dir / f"{prefix}{LOG_SUFFIX}{file_suffix}"
-        self.offset_index = OffsetIndex(self.dir / f"{prefix}{INDEX_SUFFIX}{file_suffix}", base_offset, max_index_size,
-                                        writable=writable)
-        self.time_index = TimeIndex(self.dir / f"{prefix}{TIME_INDEX_SUFFIX}{file_suffix}", base_offset, max_index_size,
-                                    writable=writable)
-        self.txn_index = TransactionIndex(self.dir / f"{prefix}{TXN_INDEX_SUFFIX}{file_suffix}", base_offset)
+        self.log_path = log_file_name(self.dir, base_offset, file_suffix)
+        self.offset_index = OffsetIndex(offset_index_file_name(self.dir, base_offset, file_suffix), base_offset,
+                                        max_index_size, writable=writable)
+        self.time_index = TimeIndex(time_index_file_name(self.dir, base_offset, file_suffix), base_offset,
+                                    max_index_size, writable=writable)
+        self.txn_index = TransactionIndex(txn_index_file_name(self.dir, base_offset, file_suffix), base_offset)
         existed = self.log_path.exists()
         flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
         self._file = ReopenableFile(self.log_path, flags, 0o644)
@@ -448,16 +446,11 @@ class LogSegment:
             # No producer: only the map end offset moves (the common case, kept cheap).
             producer_state.update_map_end_offset(batch.last_offset + 1)
             return 0
-        completed = update_producers_from_batch(producer_state, batch)
-        indexed = 0
-        if completed is not None:
-            lso = producer_state.last_stable_offset(completed)
-            if completed.is_aborted:
-                self.update_txn_index(completed, lso)
-                indexed = 1
-            producer_state.complete_txn(completed)
-        producer_state.update_map_end_offset(batch.last_offset + 1)
-        return indexed
+        aborted = segment_update_producer_state(producer_state, batch)
+        if aborted is None:
+            return 0
+        self.txn_index.append(aborted)
+        return 1
 
     def truncate_to(self, offset: int) -> int:
         """§8.6: remove everything at or above ``offset``; returns bytes removed."""

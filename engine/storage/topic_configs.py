@@ -32,7 +32,13 @@ from pathlib import Path
 from typing import Mapping
 
 from plog.engine.storage.log_config import TOPIC_CONFIG_NAMES, ConfigError, LogConfig
-from plog.engine.storage.file_names import CLUSTER_METADATA_TOPIC
+from plog.engine.storage.file_names import (
+    CLUSTER_METADATA_TOPIC,
+    LOG_FILE_SUFFIX,
+    is_kraft_snapshot_file,
+    kraft_snapshot_end_offset,
+    parse_segment_file_name,
+)
 
 KAFKA_DEFAULT = "kafka default"
 SERVER_PROPERTIES = "server.properties"
@@ -195,17 +201,17 @@ def _replay(part: Path) -> MetadataImage:
 
     found = MetadataImage()
     names = sorted(os.listdir(part))
-    snapshots = [n for n in names if n.endswith(".checkpoint") and n[:20].isdigit()]
+    snapshots = [n for n in names if is_kraft_snapshot_file(n)]
     start = 0
     files: list[Path] = []
     if snapshots:
-        newest = max(snapshots, key=lambda n: int(n[:20]))
-        start = int(newest[:20])
+        newest = max(snapshots, key=kraft_snapshot_end_offset)
+        start = kraft_snapshot_end_offset(newest)
         files.append(part / newest)
-    files += [part / n for n in names if n.endswith(".log") and n[:20].isdigit()]
+    files += [part / n for n in names if (parse_segment_file_name(n) or (0, ""))[1] == LOG_FILE_SUFFIX]
     ids: dict[str, str] = {}
     for path in files:
-        is_snapshot = path.name.endswith(".checkpoint")
+        is_snapshot = is_kraft_snapshot_file(path.name)
         if is_snapshot and start:
             found.last_offset = start - 1  # a snapshot holds the state up to its end offset
         try:
