@@ -3,7 +3,9 @@
 Every command module registers on :data:`app` when it is imported (``cli/main.py``
 imports them all; the console script, ``cli/entry.py``, only the one being run).
 :func:`main` runs the app and translates typed errors into one-line messages and exit
-codes (``exit_codes.ExitCode``) in this one place. Heavy modules (the engine, Rich,
+codes (``exit_codes.ExitCode``) in this one place: a command that ran to its end returns an
+``exit_codes.Outcome`` (:func:`_outcome`), an error says its kind (:func:`exit_code_of`);
+no command chooses a number. Heavy modules (the engine, Rich,
 pyspark) are imported inside the commands that need them, so start-up stays short.
 """
 
@@ -17,7 +19,7 @@ import typer
 
 from plog import __version__
 
-from .exit_codes import EPILOG, ExitCode
+from .exit_codes import EPILOG, KIND_EXIT_CODES, OUTCOME_EXIT_CODES, ExitCode, Outcome
 from .registry import COMMAND_MODULES
 
 
@@ -31,8 +33,18 @@ class _PlogGroup(typer.core.TyperGroup):
         self.commands = dict(sorted(self.commands.items(), key=lambda kv: rank.get(kv[0], len(rank))))
 
 
+def _outcome(outcome: Outcome | None, **_root_options) -> None:
+    """What a command returned (an :class:`Outcome`; None is OK) as the exit status. Runs
+    for every command, sub-commands of groups included, however the app is run (the
+    console script, :func:`main`, Click's test runner): the exit status is decided here."""
+    code = OUTCOME_EXIT_CODES[outcome] if isinstance(outcome, Outcome) else ExitCode.OK
+    if code != ExitCode.OK:
+        raise typer.Exit(code=code)
+
+
 app = typer.Typer(
     cls=_PlogGroup,
+    result_callback=_outcome,
     name="plog",
     help=(
         "plog: an embedded Kafka-compatible log engine and an offline toolkit for Apache Kafka "
@@ -105,7 +117,7 @@ def _run(argv: list[str] | None) -> None:
     from plog.engine.storage.log_config import ConfigError
     from plog.engine.errors import EngineError
     from plog.formats.errors import FormatError
-    from plog.spark_tasks.errors import SparkSetupError
+    from plog.spark_tasks.errors import SparkError
 
     from .errors import PlogCliError
 
@@ -148,18 +160,32 @@ def _run(argv: list[str] | None) -> None:
             sys.exit(ExitCode.USAGE)
         e.show()
         sys.exit(e.exit_code)
-    except (PlogCliError, FormatError, EngineError, ConfigError, SparkSetupError, OSError) as e:
+    except (PlogCliError, FormatError, EngineError, ConfigError, SparkError, OSError) as e:
         if os.environ.get("PLOG_DEBUG"):
             raise
-        code = getattr(e, "exit_code", ExitCode.ERROR)
         print(f"plog: error: {one_line(e)}", file=sys.stderr)
-        sys.exit(code)
+        sys.exit(exit_code_of(e))
     except Exception as e:  # a bug: still one line, the traceback with --debug
         if os.environ.get("PLOG_DEBUG"):
             raise
         print(f"plog: internal error: {type(e).__name__}: {one_line(e)} (run with --debug for a traceback)",
               file=sys.stderr)
         sys.exit(ExitCode.ERROR)
+
+
+def exit_code_of(error: BaseException) -> int:
+    """The exit status of a run that ends with ``error``: its ``kind`` in
+    :data:`exit_codes.KIND_EXIT_CODES` (a usage error is 2); an error that rewords another
+    (``like``: produce's "... (N records before it)") exits as that one; an error without a
+    known kind exits with the ``exit_code`` it carries (errors that predate kinds), else 1."""
+    like = getattr(error, "like", None)
+    if isinstance(like, BaseException):
+        return exit_code_of(like)
+    kind = getattr(error, "kind", None)
+    if isinstance(kind, str) and kind in KIND_EXIT_CODES:
+        return KIND_EXIT_CODES[kind]
+    code = getattr(error, "exit_code", None)
+    return int(code) if isinstance(code, int) else ExitCode.ERROR
 
 
 def _hint_for_command(ctx, hint: str) -> str:

@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from .common import data_dir_option, open_data_dir, quiet_option
-from .exit_codes import ExitCode
+from .exit_codes import Outcome
 from .app import app
 from .output import ListFormat, ReportFormat, emit, emit_document, list_format_option, report_format_option, status
 
@@ -141,11 +141,14 @@ def execute(
         sys.stdout.write(f"Current partition replica assignment\n\n{format_reassignment_json(current)}\n\n"
                          "Save this to use as the --reassignment-json-file option during rollback\n")
         sys.stdout.flush()
-    progress, finish = _copy_progress(quiet)
+    from .progress import progress
+
+    # Started by the first copy: a plan that moves no data shows no bar.
+    bar = progress("copy", quiet=quiet, unknown_total=True)
     try:
-        report = execute_reassignment(dd, plan, lock_timeout_s=timeout, progress=progress)
+        report = execute_reassignment(dd, plan, lock_timeout_s=timeout, progress=bar.update_callback)
     finally:
-        finish()
+        bar.close()
     if fmt is not ReportFormat.text:
         emit_document(fmt=fmt, doc={"current": reassignment_document(report.previous),
                    "proposed": reassignment_document(targets),
@@ -190,7 +193,7 @@ def verify(
                                                help="Kafka's reassignment JSON (- for stdin)."),
     fmt: ReportFormat = report_format_option(),
     data_dir: str = data_dir_option(),
-) -> None:
+) -> Outcome:
     """Check whether a reassignment plan is in place."""
     from plog.engine.cluster.reassignment import parse_reassignment_json, verify_reassignment
 
@@ -214,8 +217,7 @@ def verify(
                     f"{r.broker} (offsets {r.log_start_offset}..{r.log_end_offset})" for r in present))
             lines.extend(f"  {problem}" for problem in p.problems)
         sys.stdout.write("\n".join(lines) + "\n")
-    if not report.complete:
-        raise typer.Exit(code=ExitCode.PROBLEMS_FOUND)
+    return Outcome.OK if report.complete else Outcome.PROBLEMS_FOUND
 
 
 @assign_app.command(
@@ -236,7 +238,7 @@ def preferred_leaders(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be elected; change nothing."),
     fmt: ListFormat = list_format_option(),
     data_dir: str = data_dir_option(),
-) -> None:
+) -> Outcome:
     """Elect each partition's preferred (first) replica leader where it is not."""
     from plog.engine.cluster.brokers import elect_preferred_leaders
 
@@ -262,8 +264,7 @@ def preferred_leaders(
               file=sys.stderr)
     if valid:
         status(f"Valid replica already elected for partitions {', '.join(valid)}")
-    if not all(r["ok"] for r in rows):
-        raise typer.Exit(code=ExitCode.PROBLEMS_FOUND)
+    return Outcome.OK if all(r["ok"] for r in rows) else Outcome.PROBLEMS_FOUND
 
 
 @assign_app.command(
@@ -288,26 +289,3 @@ def report(
 
 def _ids(brokers) -> str:
     return ",".join(str(b) for b in brokers)
-
-
-def _copy_progress(quiet: bool):
-    """A progress callback ``(bytes copied, bytes to copy)`` drawing a bar on stderr, only on
-    a TTY; and a function that ends it."""
-    from .progress import progress_enabled
-
-    if not progress_enabled(quiet):
-        return None, lambda: None
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
-
-    bar = Progress("copy", BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=Console(stderr=True),
-                   transient=True)
-    state: dict = {}
-
-    def update(done: int, total: int) -> None:
-        if "task" not in state:
-            bar.start()
-            state["task"] = bar.add_task("copy", total=total)
-        bar.update(state["task"], completed=done, total=total)
-
-    return update, bar.stop

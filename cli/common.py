@@ -64,16 +64,13 @@ def topic_option():
 
 def pick_topic(argument: str | None, option: str | None) -> str:
     """The topic of a command that takes it as ``TOPIC`` or ``-t/--topic`` (kcat, console tools)."""
-    from .errors import PlogCliError
-    from .exit_codes import ExitCode
+    from .errors import CliUsageError
 
     if argument is not None and option is not None and argument != option:
-        raise PlogCliError(f"two topics given: {argument} (argument) and {option} (--topic); give one",
-                           exit_code=ExitCode.USAGE)
+        raise CliUsageError(f"two topics given: {argument} (argument) and {option} (--topic); give one")
     topic = argument if argument is not None else option
     if topic is None:
-        raise PlogCliError("missing the topic: give it as the TOPIC argument or with -t/--topic",
-                           exit_code=ExitCode.USAGE)
+        raise CliUsageError("missing the topic: give it as the TOPIC argument or with -t/--topic")
     return topic
 
 
@@ -85,15 +82,13 @@ def property_option(tool: str, names):
 def parse_properties(values: list[str] | None) -> dict[str, bytes]:
     """``--property NAME=VALUE`` (repeatable) as ``name -> value bytes`` (escapes as in
     :func:`unescape`); the last of a repeated name wins, as in Kafka's tools."""
-    from .errors import PlogCliError
-    from .exit_codes import ExitCode
+    from .errors import CliUsageError
 
     out: dict[str, bytes] = {}
     for item in values or ():
         name, eq, value = item.partition("=")
         if not eq or not name.strip():
-            raise PlogCliError(f"--property {item!r}: expected NAME=VALUE, e.g. print.key=true",
-                               exit_code=ExitCode.USAGE)
+            raise CliUsageError(f"--property {item!r}: expected NAME=VALUE, e.g. print.key=true")
         out[name.strip()] = unescape(value)
     return out
 

@@ -156,7 +156,23 @@ def _bash(commands: list[_Command], data_dir_opts: list[str]) -> str:
         "Install: `plog completions install bash`, or add `source /path/to/plog.bash` to ~/.bashrc.",
         "Plain bash 4.3+ is enough (complete -F, compgen); the bash-completion package is optional.",
     ])
+    out += _bash_spec(commands)
+    out += _bash_opt_kind(commands)
+    dd_test = " || ".join(f"$1 == {n}" for n in data_dir_opts) or "-z x"
     out += [
+        "",
+        "# Whether OPTION names the data directory.",
+        "_plog_is_data_dir() {",
+        f"    [[ {dd_test} ]]",
+        "}",
+        *_BASH_FUNCTIONS,
+    ]
+    return "\n".join(out)
+
+
+def _bash_spec(commands: list[_Command]) -> list[str]:
+    """``_plog_spec``: each command's subcommands, options and arguments."""
+    out = [
         "",
         "# _plog_spec KEY: what the command KEY ('' for plog itself, 'topics create') takes. Sets",
         "# subs (its subcommands), opts (its options), vopts (those of them that take a value)",
@@ -176,10 +192,16 @@ def _bash(commands: list[_Command], data_dir_opts: list[str]) -> str:
             f"        args={_sq(' '.join(args))}",
             "        ;;",
         ]
-    out += [
+    return out + [
         "    *) return 1 ;;",
         "    esac",
         "}",
+    ]
+
+
+def _bash_opt_kind(commands: list[_Command]) -> list[str]:
+    """``_plog_opt_kind``: how the value of each option completes."""
+    out = [
         "",
         "# _plog_opt_kind KEY OPTION: sets kind to how the value of OPTION of command KEY completes:",
         "# topic, group, broker (from the data directory), path, file, dir, choice=WORD|WORD... or none.",
@@ -192,150 +214,149 @@ def _bash(commands: list[_Command], data_dir_opts: list[str]) -> str:
                 continue
             pattern = " | ".join(_sq(f"{c.key} {n}") for n in o.names)
             out.append(f"    {pattern}) kind={_sq(_bash_kind(o.kind, o.choices))} ;;")
-    dd_test = " || ".join(f"$1 == {n}" for n in data_dir_opts) or "-z x"
-    out += [
+    return out + [
         "    *) kind=none ;;",
         "    esac",
         "}",
-        "",
-        "# Whether OPTION names the data directory.",
-        "_plog_is_data_dir() {",
-        f"    [[ {dd_test} ]]",
-        "}",
-        "",
-        "# _plog_add WORD: add WORD to COMPREPLY unless it is there already.",
-        "_plog_add() {",
-        "    local w",
-        '    for w in "${COMPREPLY[@]}"; do [[ $w == "$1" ]] && return 0; done',
-        '    COMPREPLY+=("$1")',
-        "}",
-        "",
-        "# _plog_files CUR / _plog_dirs CUR: file names (and directories) / directories.",
-        "_plog_files() {",
-        "    local f",
-        "    compopt -o filenames 2>/dev/null",
-        '    while IFS= read -r f; do _plog_add "$f"; done < <(compgen -f -- "$1")',
-        "}",
-        "_plog_dirs() {",
-        "    local f",
-        "    compopt -o filenames 2>/dev/null",
-        '    while IFS= read -r f; do _plog_add "$f"; done < <(compgen -d -- "$1")',
-        "}",
-        "",
-        "# _plog_values KIND CUR: the KIND values of the data directory (datadir: the -d/--data-dir",
-        "# value on the line, set by _plog) that start with CUR, from plog itself: the plog being",
-        "# completed when it is a path that runs, else plog on PATH; nothing without one.",
-        "_plog_values() {",
-        "    local prog=${COMP_WORDS[0]} dir=${datadir:-${PLOG_DATA_DIR:-plog-data}} line quoted",
-        "    [[ $prog == '~/'* ]] && prog=$HOME/${prog#'~/'}",
-        "    [[ $prog == */* && -x $prog && ! -d $prog ]] || prog=plog",
-        "    command -v \"$prog\" >/dev/null 2>&1 || return 0",
-        "    [[ $dir == '~' ]] && dir=$HOME",
-        "    [[ $dir == '~/'* ]] && dir=$HOME/${dir#'~/'}",
-        "    while IFS= read -r line; do",
-        "        [[ -n $line ]] || continue",
-        "        if [[ $1 == partition ]]; then",
-        '            [[ $line == "$2"* ]] && _plog_add "$line"',
-        "        else",
-        "            # As the shell must read it back: a group id may hold spaces or quotes.",
-        "            printf -v quoted %q \"$line\"",
-        '            [[ $line == "$2"* || $quoted == "$2"* ]] && _plog_add "$quoted"',
-        "        fi",
-        '    done < <("$prog" completions values "$1" --data-dir "$dir" 2>/dev/null)',
-        "}",
-        "",
-        "# _plog_complete KIND CUR: add the completions of a value of KIND that start with CUR.",
-        "_plog_complete() {",
-        "    local w",
-        "    local -a words",
-        "    case $1 in",
-        "    choice=*)",
-        "        IFS='|' read -ra words <<< \"${1#choice=}\"",
-        '        for w in "${words[@]}"; do [[ $w == "$2"* ]] && _plog_add "$w"; done ;;',
-        '    topic | group | broker) _plog_values "$1" "$2" ;;',
-        '    path) _plog_files "$2"; _plog_values partition "$2" ;;',
-        '    file) _plog_files "$2" ;;',
-        '    dir) _plog_dirs "$2" ;;',
-        "    esac",
-        "}",
-        "",
-        "_plog() {",
-        "    local cur=${COMP_WORDS[COMP_CWORD]} key='' word pending='' datadir='' dashdash='' kind",
-        "    local subs opts vopts args i n=0",
-        "    local -a kinds",
-        "    COMPREPLY=()",
-        "    _plog_spec ''",
-        "    # Walk the words before the cursor: descend into subcommands, skip option values",
-        "    # (remembering the data directory's), count arguments.",
-        "    for (( i = 1; i < COMP_CWORD; i++ )); do",
-        "        word=${COMP_WORDS[i]}",
-        "        if [[ -n $pending ]]; then",
-        "            # bash splits --opt=value into '--opt' '=' 'value' (= is in COMP_WORDBREAKS).",
-        "            [[ $word == = ]] && continue",
-        '            _plog_is_data_dir "$pending" && datadir=$word',
-        "            pending=''",
-        "            continue",
-        "        fi",
-        "        if [[ -z $dashdash ]]; then",
-        "            case $word in",
-        "            --) dashdash=1; continue ;;",
-        "            -) ;;  # stdin: an argument",
-        '            --*=*) _plog_is_data_dir "${word%%=*}" && datadir=${word#*=}; continue ;;',
-        "            -*)",
-        '                if [[ " $vopts " == *" $word "* ]]; then',
-        "                    pending=$word",
-        '                elif [[ $word != --* && " $vopts " == *" ${word:0:2} "* ]]; then',
-        '                    _plog_is_data_dir "${word:0:2}" && datadir=${word:2}  # -dDIR',
-        "                fi",
-        "                continue ;;",
-        "            esac",
-        "        fi",
-        "        if [[ -n $subs ]]; then",
-        '            if [[ " $subs " == *" $word "* ]]; then',
-        "                key=${key:+$key }$word",
-        '                _plog_spec "$key"',
-        "            fi",
-        "            continue",
-        "        fi",
-        "        (( n++ ))",
-        "    done",
-        "",
-        "    if [[ -n $pending ]]; then  # the value of an option",
-        "        [[ $cur == = ]] && cur=''",
-        '        _plog_opt_kind "$key" "$pending"',
-        '        _plog_complete "$kind" "$cur"',
-        "        return 0",
-        "    fi",
-        "    if [[ -z $dashdash && $cur == --*=* ]]; then  # --opt=value as one word",
-        '        _plog_opt_kind "$key" "${cur%%=*}"',
-        '        _plog_complete "$kind" "${cur#*=}"',
-        '        (( ${#COMPREPLY[@]} )) && COMPREPLY=("${COMPREPLY[@]/#/${cur%%=*}=}")',
-        "        return 0",
-        "    fi",
-        "    if [[ -z $dashdash && $cur == -* ]]; then",
-        '        for word in $opts; do [[ $word == "$cur"* ]] && COMPREPLY+=("$word"); done',
-        "        return 0",
-        "    fi",
-        "    if [[ -n $subs ]]; then",
-        '        for word in $subs; do [[ $word == "$cur"* ]] && COMPREPLY+=("$word"); done',
-        "        return 0",
-        "    fi",
-        '    read -ra kinds <<< "$args"',
-        "    if (( n < ${#kinds[@]} )); then",
-        "        kind=${kinds[n]}",
-        "    elif (( ${#kinds[@]} )) && [[ ${kinds[-1]} == *'*' ]]; then",
-        "        kind=${kinds[-1]}",
-        "    else",
-        "        return 0",
-        "    fi",
-        "    _plog_complete \"${kind%'*'}\" \"$cur\"",
-        "    return 0",
-        "}",
-        "",
-        "complete -F _plog plog",
-        "",
     ]
-    return "\n".join(out)
+
+
+#: The bash functions that do not depend on the command tree: collecting candidates, asking
+#: plog for the data directory's values, and _plog, which walks the words typed so far.
+_BASH_FUNCTIONS = (
+    "",
+    "# _plog_add WORD: add WORD to COMPREPLY unless it is there already.",
+    "_plog_add() {",
+    "    local w",
+    '    for w in "${COMPREPLY[@]}"; do [[ $w == "$1" ]] && return 0; done',
+    '    COMPREPLY+=("$1")',
+    "}",
+    "",
+    "# _plog_files CUR / _plog_dirs CUR: file names (and directories) / directories.",
+    "_plog_files() {",
+    "    local f",
+    "    compopt -o filenames 2>/dev/null",
+    '    while IFS= read -r f; do _plog_add "$f"; done < <(compgen -f -- "$1")',
+    "}",
+    "_plog_dirs() {",
+    "    local f",
+    "    compopt -o filenames 2>/dev/null",
+    '    while IFS= read -r f; do _plog_add "$f"; done < <(compgen -d -- "$1")',
+    "}",
+    "",
+    "# _plog_values KIND CUR: the KIND values of the data directory (datadir: the -d/--data-dir",
+    "# value on the line, set by _plog) that start with CUR, from plog itself: the plog being",
+    "# completed when it is a path that runs, else plog on PATH; nothing without one.",
+    "_plog_values() {",
+    "    local prog=${COMP_WORDS[0]} dir=${datadir:-${PLOG_DATA_DIR:-plog-data}} line quoted",
+    "    [[ $prog == '~/'* ]] && prog=$HOME/${prog#'~/'}",
+    "    [[ $prog == */* && -x $prog && ! -d $prog ]] || prog=plog",
+    "    command -v \"$prog\" >/dev/null 2>&1 || return 0",
+    "    [[ $dir == '~' ]] && dir=$HOME",
+    "    [[ $dir == '~/'* ]] && dir=$HOME/${dir#'~/'}",
+    "    while IFS= read -r line; do",
+    "        [[ -n $line ]] || continue",
+    "        if [[ $1 == partition ]]; then",
+    '            [[ $line == "$2"* ]] && _plog_add "$line"',
+    "        else",
+    "            # As the shell must read it back: a group id may hold spaces or quotes.",
+    "            printf -v quoted %q \"$line\"",
+    '            [[ $line == "$2"* || $quoted == "$2"* ]] && _plog_add "$quoted"',
+    "        fi",
+    '    done < <("$prog" completions values "$1" --data-dir "$dir" 2>/dev/null)',
+    "}",
+    "",
+    "# _plog_complete KIND CUR: add the completions of a value of KIND that start with CUR.",
+    "_plog_complete() {",
+    "    local w",
+    "    local -a words",
+    "    case $1 in",
+    "    choice=*)",
+    "        IFS='|' read -ra words <<< \"${1#choice=}\"",
+    '        for w in "${words[@]}"; do [[ $w == "$2"* ]] && _plog_add "$w"; done ;;',
+    '    topic | group | broker) _plog_values "$1" "$2" ;;',
+    '    path) _plog_files "$2"; _plog_values partition "$2" ;;',
+    '    file) _plog_files "$2" ;;',
+    '    dir) _plog_dirs "$2" ;;',
+    "    esac",
+    "}",
+    "",
+    "_plog() {",
+    "    local cur=${COMP_WORDS[COMP_CWORD]} key='' word pending='' datadir='' dashdash='' kind",
+    "    local subs opts vopts args i n=0",
+    "    local -a kinds",
+    "    COMPREPLY=()",
+    "    _plog_spec ''",
+    "    # Walk the words before the cursor: descend into subcommands, skip option values",
+    "    # (remembering the data directory's), count arguments.",
+    "    for (( i = 1; i < COMP_CWORD; i++ )); do",
+    "        word=${COMP_WORDS[i]}",
+    "        if [[ -n $pending ]]; then",
+    "            # bash splits --opt=value into '--opt' '=' 'value' (= is in COMP_WORDBREAKS).",
+    "            [[ $word == = ]] && continue",
+    '            _plog_is_data_dir "$pending" && datadir=$word',
+    "            pending=''",
+    "            continue",
+    "        fi",
+    "        if [[ -z $dashdash ]]; then",
+    "            case $word in",
+    "            --) dashdash=1; continue ;;",
+    "            -) ;;  # stdin: an argument",
+    '            --*=*) _plog_is_data_dir "${word%%=*}" && datadir=${word#*=}; continue ;;',
+    "            -*)",
+    '                if [[ " $vopts " == *" $word "* ]]; then',
+    "                    pending=$word",
+    '                elif [[ $word != --* && " $vopts " == *" ${word:0:2} "* ]]; then',
+    '                    _plog_is_data_dir "${word:0:2}" && datadir=${word:2}  # -dDIR',
+    "                fi",
+    "                continue ;;",
+    "            esac",
+    "        fi",
+    "        if [[ -n $subs ]]; then",
+    '            if [[ " $subs " == *" $word "* ]]; then',
+    "                key=${key:+$key }$word",
+    '                _plog_spec "$key"',
+    "            fi",
+    "            continue",
+    "        fi",
+    "        (( n++ ))",
+    "    done",
+    "",
+    "    if [[ -n $pending ]]; then  # the value of an option",
+    "        [[ $cur == = ]] && cur=''",
+    '        _plog_opt_kind "$key" "$pending"',
+    '        _plog_complete "$kind" "$cur"',
+    "        return 0",
+    "    fi",
+    "    if [[ -z $dashdash && $cur == --*=* ]]; then  # --opt=value as one word",
+    '        _plog_opt_kind "$key" "${cur%%=*}"',
+    '        _plog_complete "$kind" "${cur#*=}"',
+    '        (( ${#COMPREPLY[@]} )) && COMPREPLY=("${COMPREPLY[@]/#/${cur%%=*}=}")',
+    "        return 0",
+    "    fi",
+    "    if [[ -z $dashdash && $cur == -* ]]; then",
+    '        for word in $opts; do [[ $word == "$cur"* ]] && COMPREPLY+=("$word"); done',
+    "        return 0",
+    "    fi",
+    "    if [[ -n $subs ]]; then",
+    '        for word in $subs; do [[ $word == "$cur"* ]] && COMPREPLY+=("$word"); done',
+    "        return 0",
+    "    fi",
+    '    read -ra kinds <<< "$args"',
+    "    if (( n < ${#kinds[@]} )); then",
+    "        kind=${kinds[n]}",
+    "    elif (( ${#kinds[@]} )) && [[ ${kinds[-1]} == *'*' ]]; then",
+    "        kind=${kinds[-1]}",
+    "    else",
+    "        return 0",
+    "    fi",
+    "    _plog_complete \"${kind%'*'}\" \"$cur\"",
+    "    return 0",
+    "}",
+    "",
+    "complete -F _plog plog",
+    "",
+)
 
 
 # -- zsh -------------------------------------------------------------------------------------------
@@ -388,6 +409,16 @@ def _zsh(commands: list[_Command], data_dir_opts: list[str]) -> str:
         "  fpath+=~/.zfunc; autoload -Uz compinit; compinit",
         "Or, after compinit: source /path/to/_plog",
     ])
+    out += _zsh_data_dir(data_dir_opts)
+    out += _ZSH_FUNCTIONS
+    for c in commands:
+        out += _zsh_command(c)
+    out += _ZSH_ENTRY
+    return "\n".join(out)
+
+
+def _zsh_data_dir(data_dir_opts: list[str]) -> list[str]:
+    """``_plog_data_dir``: the data directory named on the line (any spelling of its option)."""
     long_dd = [o for o in data_dir_opts if o.startswith("--")]
     short_dd = [o for o in data_dir_opts if not o.startswith("--")]
     cases = []
@@ -397,7 +428,7 @@ def _zsh(commands: list[_Command], data_dir_opts: list[str]) -> str:
         cases.append(f"      ({o}=*) dir=${{(Q)words[i]#{o}=}} ;;")
     for o in short_dd:
         cases.append(f"      ({o}?*) dir=${{(Q)words[i]#{o}}} ;;")
-    out += [
+    return [
         "",
         "# Sets REPLY to the data directory: the -d/--data-dir value on the line, else",
         "# $PLOG_DATA_DIR, else ./plog-data.",
@@ -410,78 +441,88 @@ def _zsh(commands: list[_Command], data_dir_opts: list[str]) -> str:
         "  done",
         "  REPLY=${dir/#\\~/$HOME}",
         "}",
-        "",
-        "# _plog_values [COMPADD-OPTIONS] KIND: the KIND values (topic, group, broker, partition) of",
-        "# the data directory (_arguments puts its compadd options before the last word).",
-        "_plog_values() {",
-        "  (( $+commands[plog] )) || return 1",
-        "  local REPLY",
-        "  local -a values",
-        "  _plog_data_dir",
-        '  values=( ${(f)"$(plog completions values ${@[-1]} --data-dir $REPLY 2>/dev/null)"} )',
-        "  (( $#values )) || return 1",
-        '  compadd "${@[1,-2]}" -a values',
-        "}",
-        "",
-        "# Files and directories, and the data directory's partition folders.",
-        "_plog_path() {",
-        "  local ret=1",
-        '  _files "$@" && ret=0',
-        '  _plog_values "$@" partition && ret=0',
-        "  return ret",
-        "}",
     ]
-    for c in commands:
-        fn = _zsh_fn(c.path)
-        specs = [s for o in c.options for s in _zsh_option_specs(o)]
-        out += ["", f"# plog {c.key}".rstrip(), f"{fn}() {{"]
-        if c.subcommands:
-            specs += ["': :->command'", "'*:: :->argument'"]
-            out += [
-                "  local curcontext=$curcontext state state_descr line ret=1",
-                "  typeset -A opt_args",
-                "  _arguments -C -s -S \\",
-                *[f"    {s} \\" for s in specs[:-1]],
-                f"    {specs[-1]} && ret=0",
-                "  case $state in",
-                "    (command)",
-                "      local -a subcommands",
-                "      subcommands=(",
-                *[f"        {_sq(name.replace(':', chr(92) + ':') + ':' + summary)}" for name, summary in c.subcommands],
-                "      )",
-                f"      _describe -t commands {_sq(('plog ' + c.key).strip() + ' command')} subcommands && ret=0",
-                "      ;;",
-                "    (argument)",
-                f"      curcontext=${{curcontext%:*:*}}:{'-'.join(('plog',) + c.path)}-$words[1]:",
-                "      case $words[1] in",
-                *[f"        ({name}) {_zsh_fn(c.path + (name,))} && ret=0 ;;" for name, _ in c.subcommands],
-                "      esac",
-                "      ;;",
-                "  esac",
-                "  return ret",
-                "}",
-            ]
-            continue
+
+
+def _zsh_command(c: _Command) -> list[str]:
+    """The completion function of one command: ``_arguments`` over its options and
+    arguments, or, for a group, over its options then a dispatch to its subcommands'."""
+    fn = _zsh_fn(c.path)
+    specs = [s for o in c.options for s in _zsh_option_specs(o)]
+    out = ["", f"# plog {c.key}".rstrip(), f"{fn}() {{"]
+    if not c.subcommands:
         for a in c.arguments:
             action = _zsh_action(a.kind, a.choices)
             spec = ("*:" if a.multiple else ":") + _zsh_message(a.metavar) + ":" + action
             specs.append(_sq(spec))
-        out += ["  _arguments -s -S \\", *[f"    {s} \\" for s in specs[:-1]], f"    {specs[-1]}", "}"]
-    out += [
-        "",
-        "_plog() {",
-        "  _plog_cmd \"$@\"",
+        return out + ["  _arguments -s -S \\", *[f"    {s} \\" for s in specs[:-1]], f"    {specs[-1]}", "}"]
+    specs += ["': :->command'", "'*:: :->argument'"]
+    return out + [
+        "  local curcontext=$curcontext state state_descr line ret=1",
+        "  typeset -A opt_args",
+        "  _arguments -C -s -S \\",
+        *[f"    {s} \\" for s in specs[:-1]],
+        f"    {specs[-1]} && ret=0",
+        "  case $state in",
+        "    (command)",
+        "      local -a subcommands",
+        "      subcommands=(",
+        *[f"        {_sq(name.replace(':', chr(92) + ':') + ':' + summary)}" for name, summary in c.subcommands],
+        "      )",
+        f"      _describe -t commands {_sq(('plog ' + c.key).strip() + ' command')} subcommands && ret=0",
+        "      ;;",
+        "    (argument)",
+        f"      curcontext=${{curcontext%:*:*}}:{'-'.join(('plog',) + c.path)}-$words[1]:",
+        "      case $words[1] in",
+        *[f"        ({name}) {_zsh_fn(c.path + (name,))} && ret=0 ;;" for name, _ in c.subcommands],
+        "      esac",
+        "      ;;",
+        "  esac",
+        "  return ret",
         "}",
-        "",
-        "# Autoloaded from fpath: complete now. Sourced: register (needs compinit first).",
-        'if [[ $funcstack[1] == _plog ]]; then',
-        '  _plog "$@"',
-        "elif (( $+functions[compdef] )); then",
-        "  compdef _plog plog",
-        "fi",
-        "",
     ]
-    return "\n".join(out)
+
+
+#: The zsh helpers every command's function uses: the data directory's values (asked of
+#: plog) and paths that may be partition folders.
+_ZSH_FUNCTIONS = (
+    "",
+    "# _plog_values [COMPADD-OPTIONS] KIND: the KIND values (topic, group, broker, partition) of",
+    "# the data directory (_arguments puts its compadd options before the last word).",
+    "_plog_values() {",
+    "  (( $+commands[plog] )) || return 1",
+    "  local REPLY",
+    "  local -a values",
+    "  _plog_data_dir",
+    '  values=( ${(f)"$(plog completions values ${@[-1]} --data-dir $REPLY 2>/dev/null)"} )',
+    "  (( $#values )) || return 1",
+    '  compadd "${@[1,-2]}" -a values',
+    "}",
+    "",
+    "# Files and directories, and the data directory's partition folders.",
+    "_plog_path() {",
+    "  local ret=1",
+    '  _files "$@" && ret=0',
+    '  _plog_values "$@" partition && ret=0',
+    "  return ret",
+    "}",
+)
+
+#: The entry point, autoloaded or sourced.
+_ZSH_ENTRY = (
+    "",
+    "_plog() {",
+    "  _plog_cmd \"$@\"",
+    "}",
+    "",
+    "# Autoloaded from fpath: complete now. Sourced: register (needs compinit first).",
+    'if [[ $funcstack[1] == _plog ]]; then',
+    '  _plog "$@"',
+    "elif (( $+functions[compdef] )); then",
+    "  compdef _plog plog",
+    "fi",
+    "",
+)
 
 
 # -- fish ------------------------------------------------------------------------------------------
@@ -520,34 +561,16 @@ def _fish_value(kind: str, choices: tuple[str, ...]) -> str:
 
 
 def _fish_argument(kind: str, choices: tuple[str, ...]) -> str:
-    """The ``complete`` flags that complete an argument of ``kind`` ('' for none)."""
-    if kind == "choice":
-        return "-a " + _fq(" ".join(choices))
-    if kind in DYNAMIC_KINDS:
-        return f"-a '(__plog_values {kind})'"
-    if kind == "path":
-        return "-F -a '(__plog_values partition)'"
-    if kind == "file":
-        return "-F"
-    if kind == "dir":
-        return "-a '(__fish_complete_directories (commandline -ct))'"
-    return ""
+    """The ``complete`` flags that complete an argument of ``kind`` ('' for none): those of
+    a value (:func:`_fish_value`) without ``-x``/``-r``, which say that an option takes one."""
+    flags = _fish_value(kind, choices)
+    return flags[3:] if flags.startswith(("-x ", "-r ")) else "" if flags in ("-x", "-r") else flags
 
 
 def _fish(commands: list[_Command], data_dir_opts: list[str]) -> str:
     out = _header("#", "fish", [
         "Install: `plog completions install fish` (writes ~/.config/fish/completions/plog.fish).",
     ])
-    dd_cases = []
-    for o in data_dir_opts:
-        if o.startswith("--"):
-            dd_cases += [f"            case {_fq(o + '=*')}",
-                         f"                set dir (string replace -- {o}= '' $tokens[$i])"]
-    short_dd = [o for o in data_dir_opts if not o.startswith("--")]
-    for o in short_dd:
-        # After the exact -d case above, so this is -dDIR ('?' is no wildcard in fish 4).
-        dd_cases += [f"            case '{o}*'",
-                     f"                set dir (string sub -s {len(o) + 1} -- $tokens[$i])"]
     out += [
         "",
         "# The subcommands of the command KEY ('' for plog itself, 'topics create').",
@@ -558,30 +581,29 @@ def _fish(commands: list[_Command], data_dir_opts: list[str]) -> str:
         if c.subcommands:
             out += [f"        case {_fq(c.key)}",
                     "            printf '%s\\n' " + " ".join(_fq(n) for n, _ in c.subcommands)]
-    out += [
-        "    end",
-        "end",
-        "",
-        "# The command being completed: '' for plog itself, 'topics create'.",
-        "function __plog_path",
-        "    set -l tokens (commandline -opc)",
-        "    set -e tokens[1]",
-        "    set -l path",
-        "    set -l subs (__plog_subs '')",
-        "    for token in $tokens",
-        "        if contains -- $token $subs",
-        "            set -a path $token",
-        '            set subs (__plog_subs "$path")',
-        "        end",
-        "    end",
-        '    echo "$path"',
-        "end",
-        "",
-        "function __plog_is --argument-names key",
-        "    set -l path (__plog_path)",
-        '    test "$path" = "$key"',
-        "end",
-        "",
+    out += ["    end", "end", *_FISH_FUNCTIONS]
+    out += _fish_values(data_dir_opts)
+    out += ["", "# No file names unless an option or argument takes a path.", "complete -c plog -f"]
+    for c in commands:
+        out += _fish_command(c)
+    out.append("")
+    return "\n".join(out)
+
+
+def _fish_values(data_dir_opts: list[str]) -> list[str]:
+    """``__plog_values``: the data directory's values, from the data directory named on
+    the line (any spelling of its option)."""
+    dd_cases = []
+    for o in data_dir_opts:
+        if o.startswith("--"):
+            dd_cases += [f"            case {_fq(o + '=*')}",
+                         f"                set dir (string replace -- {o}= '' $tokens[$i])"]
+    short_dd = [o for o in data_dir_opts if not o.startswith("--")]
+    for o in short_dd:
+        # After the exact -d case above, so this is -dDIR ('?' is no wildcard in fish 4).
+        dd_cases += [f"            case '{o}*'",
+                     f"                set dir (string sub -s {len(o) + 1} -- $tokens[$i])"]
+    return [
         "# The KIND values (topic, group, broker, partition) of the data directory: the",
         "# -d/--data-dir value on the line, else $PLOG_DATA_DIR, else ./plog-data.",
         "function __plog_values --argument-names kind",
@@ -605,27 +627,51 @@ def _fish(commands: list[_Command], data_dir_opts: list[str]) -> str:
         "        plog completions values $kind --data-dir $dir 2>/dev/null",
         "    end",
         "end",
-        "",
-        "# No file names unless an option or argument takes a path.",
-        "complete -c plog -f",
     ]
-    for c in commands:
-        cond = "-n " + _fq("__plog_is " + _fq(c.key))
-        out += ["", f"# plog {c.key}".rstrip()]
-        for name, summary in c.subcommands:
-            out.append(f"complete -c plog {cond} -a {_fq(name)} -d {_fq(summary)}")
-        for o in c.options:
-            flags = _fish_value(o.kind, o.choices) if o.takes_value else ""
-            line = f"complete -c plog {cond} {_fish_names(o.names)}"
-            line += f" {flags}" if flags else ""
-            out.append(line + f" -d {_fq(o.help)}")
-        # Arguments: fish offers them wherever a word is not an option or its value.
-        seen = set()
-        for a in c.arguments:
-            flags = _fish_argument(a.kind, a.choices)
-            if flags and flags not in seen:
-                seen.add(flags)
-                out.append(f"complete -c plog {cond} {flags}")
-    out.append("")
-    return "\n".join(out)
 
+
+def _fish_command(c: _Command) -> list[str]:
+    """The ``complete`` lines of one command: its subcommands, options and arguments."""
+    cond = "-n " + _fq("__plog_is " + _fq(c.key))
+    out = ["", f"# plog {c.key}".rstrip()]
+    for name, summary in c.subcommands:
+        out.append(f"complete -c plog {cond} -a {_fq(name)} -d {_fq(summary)}")
+    for o in c.options:
+        flags = _fish_value(o.kind, o.choices) if o.takes_value else ""
+        line = f"complete -c plog {cond} {_fish_names(o.names)}"
+        line += f" {flags}" if flags else ""
+        out.append(line + f" -d {_fq(o.help)}")
+    # Arguments: fish offers them wherever a word is not an option or its value.
+    seen = set()
+    for a in c.arguments:
+        flags = _fish_argument(a.kind, a.choices)
+        if flags and flags not in seen:
+            seen.add(flags)
+            out.append(f"complete -c plog {cond} {flags}")
+    return out
+
+
+#: The fish functions that find the command being completed.
+_FISH_FUNCTIONS = (
+    "",
+    "# The command being completed: '' for plog itself, 'topics create'.",
+    "function __plog_path",
+    "    set -l tokens (commandline -opc)",
+    "    set -e tokens[1]",
+    "    set -l path",
+    "    set -l subs (__plog_subs '')",
+    "    for token in $tokens",
+    "        if contains -- $token $subs",
+    "            set -a path $token",
+    '            set subs (__plog_subs "$path")',
+    "        end",
+    "    end",
+    '    echo "$path"',
+    "end",
+    "",
+    "function __plog_is --argument-names key",
+    "    set -l path (__plog_path)",
+    '    test "$path" = "$key"',
+    "end",
+    "",
+)

@@ -126,16 +126,17 @@ def _partition_of(name: str) -> tuple[str, int]:
 
 
 def _kafka_node_id(log_dir: Path) -> str:
-    """node.id (KRaft) or broker.id (ZooKeeper) of meta.properties; 0 without one, as DataDir."""
-    props = {}
+    """The node id of meta.properties (``node.id``, ``broker.id`` in version 0); 0 without
+    one, as ``DataDir`` says. Read with the formats layer's parser (already imported with
+    the partition-folder names, so no cost at TAB time); a file a broker would refuse
+    names no broker."""
+    from plog.formats.checkpoints import parse_meta_properties
+
     try:
-        for line in (log_dir / "meta.properties").read_text(encoding="utf-8", errors="replace").splitlines():
-            key, sep, value = line.partition("=")
-            if sep and not key.lstrip().startswith("#"):
-                props[key.strip()] = value.strip()
+        data = (log_dir / "meta.properties").read_bytes()
     except OSError:
-        pass
-    return props.get("node.id") or props.get("broker.id") or "0"
+        return "0"
+    return str(parse_meta_properties(data).node_id)
 
 
 def _group_ids(root: Path, log_dirs: list[Path], kafka_dir: bool) -> list[str]:

@@ -23,8 +23,7 @@ from typing import Optional
 import typer
 
 from .common import data_dir_option
-from .errors import PlogCliError
-from .exit_codes import ExitCode
+from .errors import CliUsageError, PlogCliError
 from .app import app
 
 completions_app = typer.Typer(
@@ -115,8 +114,7 @@ def _shell_from_env() -> Shell:
         return Shell(name)
     except ValueError:
         shown = f"$SHELL is {name!r}" if name else "$SHELL is not set"
-        raise PlogCliError(f"cannot tell which shell to install for ({shown}): give one of bash, zsh, fish",
-                           exit_code=ExitCode.USAGE) from None
+        raise CliUsageError(f"cannot tell which shell to install for ({shown}): give one of bash, zsh, fish") from None
 
 
 def default_install_path(shell: Shell) -> Path:

@@ -9,8 +9,7 @@ import typer
 
 from .common import (data_dir_option, open_data_dir, parse_properties, pick_topic, property_option, quiet_option,
                      topic_option)
-from .errors import PlogCliError
-from .exit_codes import ExitCode
+from .errors import CliUsageError
 from .app import app
 
 NAMED_FORMATS = ("text", "jsonl", "json")
@@ -81,12 +80,63 @@ def consume(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Consume records: from offsets, times or a group's committed position; follow or exit at the end."""
-    from plog.engine.clients.consumer import Consumer
+    from plog.engine.clients.consumer_loop import ConsumeLoop
+
+    topic = pick_topic(topic, name)
+    rng = _start_and_end(offset, from_beginning, isolation_level, group is not None and not partition)
+    fmt, render = _renderer(fmt, json_lines, key_delimiter, properties)
+    out = sys.stdout.buffer
+    loop = ConsumeLoop.open(open_data_dir(data_dir), topic, rng, group_id=group, partitions=partition, count=count,
+                            exit_at_end=exit_at_end, isolation_level=isolation_level, enable_auto_commit=commit,
+                            assignment_strategy=strategy or ("range", "cooperative-sticky"), after_poll=out.flush)
+    interrupted = False
+    try:
+        _print_records(loop, fmt, render, out)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli/signals.py): a clean stop that says what it read
+        interrupted = True
+        raise
+    finally:
+        try:
+            out.flush()
+        finally:
+            try:
+                loop.close()  # records fetched but not printed are sought back: the commit never passes them
+            finally:
+                if interrupted and not quiet:
+                    print(f"consumed {loop.consumed} record(s) from {topic}", file=sys.stderr)
+    if not quiet:
+        print(f"consumed {loop.consumed} record(s) from {topic}", file=sys.stderr)
+
+
+def _print_records(loop, fmt: str, render, out) -> None:
+    """Every record of ``loop`` on ``out`` in ``fmt`` (``json``: one array, closed even
+    after an error, so what was written is one JSON document)."""
     import json
 
     from plog.engine.clients.record_io import record_to_json
 
-    topic = pick_topic(topic, name)
+    from .output import JsonArrayWriter
+
+    write = out.write
+    if fmt == "text":
+        for rec in loop:
+            write((rec.value or b"") + b"\n")
+    elif fmt == "json":
+        array = JsonArrayWriter(write, binary=True, break_first=True)
+        dumps = json.dumps
+        try:
+            for rec in loop:
+                array.add(dumps(record_to_json(rec), ensure_ascii=False).encode("utf-8"))
+        finally:
+            array.close()
+    else:
+        for rec in loop:
+            write(render(rec))
+
+
+def _start_and_end(offset: list[str] | None, from_beginning: bool, isolation_level: str, subscribing: bool):
+    """The range to read, from --offset (or --from-beginning); with a group's subscription,
+    only where a partition without a committed offset starts."""
     if isolation_level not in ("read_uncommitted", "read_committed"):
         raise typer.BadParameter("must be read_uncommitted or read_committed", param_hint="--isolation-level")
     if from_beginning:
@@ -94,101 +144,11 @@ def consume(
             raise typer.BadParameter("give --from-beginning or --offset, not both", param_hint="--offset")
         offset = ["earliest"]
     rng = _offset_range(offset)
-    if group is not None and not partition:
-        if rng.end is not None or rng.start.kind not in ("earliest", "latest", "committed"):
-            raise typer.BadParameter("with --group, --offset is earliest or latest (where partitions without a "
-                                     "committed offset start); use plog groups reset-offsets to move the group",
-                                     param_hint="--offset")
-    fmt, render = _renderer(fmt, json_lines, key_delimiter, properties)
-    text_value = fmt == "text"
-
-    dd = open_data_dir(data_dir)
-    dd.topic(topic)
-    reset = "latest" if rng.start.kind == "latest" else "earliest"
-    consumer = Consumer(dd, group_id=group, auto_offset_reset=reset, enable_auto_commit=commit,
-                        isolation_level=isolation_level, max_poll_records=10000,
-                        partition_assignment_strategy=strategy or ("range", "cooperative-sticky"))
-    ends: dict = {}
-    unprinted: dict = {}
-    out = sys.stdout.buffer
-    write = out.write
-    seen = 0
-    first_json = True
-    if fmt == "json":
-        write(b"[")
-    interrupted = False
-    try:
-        if group is not None and not partition:
-            consumer.subscribe([topic])
-        else:
-            tps = [(topic, p) for p in partition] if partition else dd.readable_partitions(topic)
-            consumer.assign(tps)
-            _seek_all(consumer, tps, rng, ends)
-        done = count == 0
-        while not done:
-            records = consumer.poll(100 if not exit_at_end else 0)
-            if not records:
-                if (exit_at_end or ends and len(ends) == len(consumer.assignment())) and consumer.at_end():
-                    break
-                if ends and all(tp in consumer.paused() for tp in consumer.assignment()):
-                    break
-                continue
-            i = 0
-            try:
-                for i, rec in enumerate(records):
-                    if ends:
-                        end = ends.get((rec.topic, rec.partition))
-                        if end is not None and rec.offset >= end:
-                            unprinted.setdefault((rec.topic, rec.partition), rec.offset)
-                            consumer.pause([(rec.topic, rec.partition)])
-                            continue
-                    if text_value:
-                        write((rec.value or b"") + b"\n")
-                    elif fmt == "json":
-                        write((b"\n" if first_json else b",\n") + json.dumps(
-                            record_to_json(rec), ensure_ascii=False).encode("utf-8"))
-                        first_json = False
-                    else:
-                        write(render(rec))
-                    seen += 1
-                    if count is not None and seen >= count:
-                        done = True
-                        for later in records[i + 1:]:
-                            unprinted.setdefault((later.topic, later.partition), later.offset)
-                        break
-            except BaseException:
-                # Ctrl-C (or a failing stdout) part-way through a poll: the records from this
-                # one on were not printed, so the commit at close must not pass them (the one
-                # being written may come again: at least once, never lost).
-                for later in records[i:]:
-                    unprinted.setdefault((later.topic, later.partition), later.offset)
-                for tp, off in unprinted.items():
-                    consumer.seek(tp, off)
-                raise
-            # Records fetched but not printed are not consumed: a commit must not pass them.
-            for tp, off in unprinted.items():
-                consumer.seek(tp, off)
-            unprinted.clear()
-            _pause_finished(consumer, ends)
-            if ends and all(tp in consumer.paused() for tp in consumer.assignment()):
-                break
-            out.flush()
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli/signals.py): a clean stop that says what it read
-        interrupted = True
-        raise
-    finally:
-        if fmt == "json":
-            write(b"\n]\n" if not first_json else b"]\n")
-        try:
-            out.flush()
-        finally:
-            try:
-                consumer.close()
-            finally:
-                if interrupted and not quiet:
-                    print(f"consumed {seen} record(s) from {topic}", file=sys.stderr)
-    if not quiet:
-        print(f"consumed {seen} record(s) from {topic}", file=sys.stderr)
+    if subscribing and (rng.end is not None or rng.start.kind not in ("earliest", "latest", "committed")):
+        raise typer.BadParameter("with --group, --offset is earliest or latest (where partitions without a "
+                                 "committed offset start); use plog groups reset-offsets to move the group",
+                                 param_hint="--offset")
+    return rng
 
 
 def _offset_range(values: list[str] | None):
@@ -226,8 +186,7 @@ def _renderer(fmt: str, json_lines: bool, key_delimiter: str | None, properties:
                                     ("-J", json_lines), ("-K", key_delimiter is not None),
                                     ("--property", bool(properties))) if on]
     if len(chosen) > 1:
-        raise PlogCliError(f"{' and '.join(chosen)} each choose the output format: give one of them",
-                           exit_code=ExitCode.USAGE)
+        raise CliUsageError(f"{' and '.join(chosen)} each choose the output format: give one of them")
     if json_lines or fmt == "jsonl":
         return "jsonl", format_jsonl
     if key_delimiter is not None:
@@ -238,25 +197,8 @@ def _renderer(fmt: str, json_lines: bool, key_delimiter: str | None, properties:
             settings = properties_to_settings(parse_properties(properties), MESSAGE_FORMATTER_PROPERTIES,
                                               "kafka-console-consumer's formatter (plog consume --property)")
         except PropertyError as e:
-            raise PlogCliError(str(e), exit_code=ExitCode.USAGE) from None
+            raise CliUsageError(str(e)) from None
         return "console", compile_console_format(ConsoleFormat(**settings))
     if fmt in ("text", "json"):
         return fmt, None
     return "template", compile_template(fmt)
-
-
-def _seek_all(consumer, tps, rng, ends) -> None:
-    """Resolve the offset range per partition and position the consumer there."""
-    for tp in tps:
-        start, end = consumer.resolve_range(tp, rng)
-        consumer.seek(tp, start)
-        if end is not None:
-            ends[tp] = end
-            if start >= end:
-                consumer.pause([tp])
-
-
-def _pause_finished(consumer, ends) -> None:
-    for tp, end in ends.items():
-        if tp not in consumer.paused() and consumer.position(tp) >= end:
-            consumer.pause([tp])

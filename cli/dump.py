@@ -2,45 +2,16 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 from typing import List, Optional
 
 import typer
 
-from .errors import PlogCliError
-from .output import ReportFormat
-from .exit_codes import ExitCode
+from .errors import CliUsageError, PlogCliError
+from .output import JsonArrayWriter, ReportFormat
+from .exit_codes import Outcome
 from .app import app
-
-_GLOB_CHARS = set("*?[")
-
-
-def expand_paths(args: list[str]) -> list[str]:
-    """Files in the order given; a directory gives every file plog can dump under it (in
-    name order, log-dir files before partition folders); an unmatched quoted glob is
-    expanded here. A path that does not exist is kept, so the dump reports it in turn."""
-    from plog.engine.inspect.dump import file_kind
-
-    out: list[str] = []
-    for arg in args:
-        if os.path.isdir(arg):
-            found = []
-            for root, dirs, files in os.walk(arg):
-                dirs.sort()
-                found.extend(os.path.join(root, f) for f in sorted(files) if file_kind(f) is not None)
-            if not found:
-                raise PlogCliError(f"{arg}: no Kafka log, index, snapshot or checkpoint files in this directory")
-            out.extend(found)
-        elif not os.path.exists(arg) and _GLOB_CHARS & set(arg):
-            matches = sorted(glob.glob(arg))
-            if not matches:
-                raise PlogCliError(f"{arg}: no file matches this pattern")
-            out.extend(expand_paths(matches))
-        else:
-            out.append(arg)
-    return out
 
 
 @app.command(
@@ -99,57 +70,20 @@ def dump(
                                       help="text (Kafka's output), jsonl (one JSON object per file header, batch, "
                                            "record or entry) or json (the same objects as one array)."),
     kafka_version: int = typer.Option(4, "--kafka-version", help="Reproduce the text of Kafka 4.x (4) or 3.3-3.9 (3)."),
-) -> None:
+) -> Outcome:
     """Print the contents of Kafka segment, index, snapshot and checkpoint files, exactly as
     Kafka's kafka-dump-log.sh (DumpLogSegments) prints them."""
-    from plog.engine.inspect.dump import DumpOptions
-    from plog.engine.inspect.dump_decoders import DecoderError, deprecated_decoder_notices, resolve_decoder_name
+    from plog.engine.inspect.dump import expand_dump_paths
 
-    if kafka_version not in (3, 4):
-        raise PlogCliError(f"--kafka-version must be 3 or 4, not {kafka_version}", exit_code=ExitCode.USAGE)
-    chosen = [name for name, on in (("offsets", offsets_decoder), ("transaction-log", transaction_log_decoder),
-                                    ("cluster-metadata", cluster_metadata_decoder)) if on]
-    if len(chosen) > 1:
-        raise PlogCliError("choose one of --offsets-decoder, --transaction-log-decoder, --cluster-metadata-decoder",
-                           exit_code=ExitCode.USAGE)
-    try:
-        key_name = resolve_decoder_name(key_decoder) if key_decoder is not None else None
-        value_name = resolve_decoder_name(value_decoder) if value_decoder is not None else None
-    except DecoderError as e:
-        raise PlogCliError(str(e), exit_code=ExitCode.USAGE) from None
-
-    paths = list(files or [])
-    if files_opt:
-        paths += files_opt.split(",")
-    if not paths:
-        raise PlogCliError('Missing required argument "[files]"', exit_code=ExitCode.USAGE)
-    paths = expand_paths(paths)
-
-    options = DumpOptions(
-        print_data_log=print_data_log,
-        deep_iteration=deep_iteration,
-        skip_record_metadata=skip_record_metadata,
-        verify_index_only=verify_index_only,
-        index_sanity_check=index_sanity_check,
-        max_message_size=max_message_size,
-        max_bytes=max_bytes,
-        record_decoder=chosen[0] if chosen else None,
-        key_decoder=key_name,
-        value_decoder=value_name,
-        kafka_version=kafka_version,
-        format="text" if output_format is ReportFormat.text else "jsonl",
-        decoder_notices=deprecated_decoder_notices(key_decoder, value_decoder),
-    )
+    options = _options(output_format, kafka_version, offsets_decoder, transaction_log_decoder,
+                       cluster_metadata_decoder, key_decoder, value_decoder, print_data_log=print_data_log,
+                       deep_iteration=deep_iteration, skip_record_metadata=skip_record_metadata,
+                       verify_index_only=verify_index_only, index_sanity_check=index_sanity_check,
+                       max_message_size=max_message_size, max_bytes=max_bytes)
+    paths = expand_dump_paths(_paths(files, files_opt))
     write = sys.stdout.write
-    array = output_format is ReportFormat.json
-    separator = ["["]  # json: the jsonl objects as the elements of one streamed array
-
-    def out(line: str) -> None:
-        if array:
-            write(separator[0] + line)
-            separator[0] = ",\n"
-        else:
-            write(line + "\n")
+    array = JsonArrayWriter(write) if output_format is ReportFormat.json else None
+    out = array.add if array is not None else (lambda line: write(line + "\n"))
 
     def err(line: str) -> None:
         sys.stdout.flush()
@@ -159,20 +93,58 @@ def dump(
     try:
         run = _dump_all(paths, options, out, err, write)
     finally:
-        if array:
-            # Closed even after an error, so what was written is still one JSON document.
-            write("[]\n" if separator[0] == "[" else "\n]\n")
+        if array is not None:
+            array.close()  # even after an error: what was written is still one JSON document
     sys.stdout.flush()
     if run.problems and (verify_index_only or index_sanity_check):
-        raise typer.Exit(code=ExitCode.PROBLEMS_FOUND)
+        return Outcome.PROBLEMS_FOUND
+    return Outcome.OK
+
+
+def _paths(files: list[str] | None, files_opt: str | None) -> list[str]:
+    """The FILES arguments, then --files (comma-separated, as Kafka spells it)."""
+    paths = list(files or [])
+    if files_opt:
+        paths += files_opt.split(",")
+    if not paths:
+        raise CliUsageError('Missing required argument "[files]"')
+    return paths
+
+
+def _options(output_format: ReportFormat, kafka_version: int, offsets: bool, transaction_log: bool,
+             cluster_metadata: bool, key_decoder: str | None, value_decoder: str | None, **flags):
+    """The dump's options; the checks Click cannot make are usage errors."""
+    from plog.engine.inspect.dump import DumpOptions
+    from plog.engine.inspect.dump_decoders import DecoderError, deprecated_decoder_notices, resolve_decoder_name
+
+    if kafka_version not in (3, 4):
+        raise CliUsageError(f"--kafka-version must be 3 or 4, not {kafka_version}")
+    chosen = [name for name, on in (("offsets", offsets), ("transaction-log", transaction_log),
+                                    ("cluster-metadata", cluster_metadata)) if on]
+    if len(chosen) > 1:
+        raise CliUsageError("choose one of --offsets-decoder, --transaction-log-decoder, --cluster-metadata-decoder")
+    try:
+        key_name = resolve_decoder_name(key_decoder) if key_decoder is not None else None
+        value_name = resolve_decoder_name(value_decoder) if value_decoder is not None else None
+    except DecoderError as e:
+        raise CliUsageError(str(e)) from None
+    return DumpOptions(
+        **flags,
+        record_decoder=chosen[0] if chosen else None,
+        key_decoder=key_name,
+        value_decoder=value_name,
+        kafka_version=kafka_version,
+        format="text" if output_format is ReportFormat.text else "jsonl",
+        decoder_notices=deprecated_decoder_notices(key_decoder, value_decoder),
+    )
 
 
 def _dump_all(paths, options, out, err, write):
     from plog.engine.inspect.dump import DumpRun
     from plog.formats.errors import FormatError
 
-    with _progress(paths) as progress:
-        run = DumpRun(options, out, err, progress)
+    with _progress(paths) as bar:
+        run = DumpRun(options, out, err, bar.callback)
         for path in paths:
             try:
                 run.dump(path)
@@ -189,41 +161,18 @@ def _dump_all(paths, options, out, err, write):
                 if path not in str(e) and os.path.abspath(path) not in str(e):
                     # Kafka's message names the position, not the file: with several files
                     # (a directory, a glob) the user needs both.
-                    raise PlogCliError(f"{path}: {e}", exit_code=getattr(e, "exit_code", ExitCode.ERROR)) from None
+                    raise PlogCliError(f"{path}: {e}", like=e) from None
                 raise
         run.finish()
     return run
 
 
-class _progress:
-    """A Rich progress bar over the bytes of the ``.log`` files, on stderr, only on a TTY."""
+def _progress(paths: list[str]):
+    """A bar over the bytes of the ``.log`` files (a dump small enough to finish before a
+    bar is worth drawing has none)."""
+    from .progress import progress, progress_enabled
 
-    def __init__(self, paths: list[str]):
-        self.total = 0
-        self.bar = None
-        from .progress import progress_enabled
-
-        if not progress_enabled():
-            return
-        for p in paths:
-            if p.endswith((".log", ".checkpoint")) and os.path.isfile(p):
-                self.total += os.path.getsize(p)
-        if self.total < (64 << 20):
-            return  # small dumps finish before a bar is worth drawing
-        from rich.console import Console
-        from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
-
-        self.bar = Progress(BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=Console(stderr=True),
-                            transient=True)
-
-    def __enter__(self):
-        if self.bar is None:
-            return None
-        self.bar.start()
-        task = self.bar.add_task("dump", total=self.total)
-        advance = self.bar.advance
-        return lambda n: advance(task, n)
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+    total = 0
+    if progress_enabled():
+        total = sum(os.path.getsize(p) for p in paths if p.endswith((".log", ".checkpoint")) and os.path.isfile(p))
+    return progress("dump", total=total, min_total=64 << 20)

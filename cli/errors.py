@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from .exit_codes import ExitCode
-
 
 class PlogCliError(Exception):
-    """A one-line error the CLI prints as ``plog: error: <message>``."""
+    """A one-line error the CLI prints as ``plog: error: <message>``. Its exit status is
+    decided by ``cli/app.py`` from its ``kind`` (``exit_codes.KIND_EXIT_CODES``), or, for
+    an error that rewords another one (``like``), as that one's would be."""
 
-    exit_code = ExitCode.ERROR
+    kind = "error"
 
-    def __init__(self, message: str, exit_code: int | None = None):
+    def __init__(self, message: str, kind: str | None = None, *, like: BaseException | None = None):
         super().__init__(message)
-        if exit_code is not None:
-            self.exit_code = exit_code
+        if kind is not None:
+            self.kind = kind
+        #: The error this one rewords (adding the file or what was done before it): the exit
+        #: status is that error's.
+        self.like = like
+
+
+class CliUsageError(PlogCliError):
+    """Options that do not go together, a value an option cannot take: a usage error (2),
+    for what Click's own checks cannot say."""
+
+    kind = "usage"

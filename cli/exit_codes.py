@@ -1,6 +1,11 @@
-"""Exit codes, one table for every command (DESIGN.md, CLI contract)."""
+"""Exit codes, one table for every command (DESIGN.md, CLI contract).
 
-from enum import IntEnum
+Commands never choose a number: a command that ran to its end returns an :class:`Outcome`
+(None is OK), an error says its ``kind``; ``cli/app.py`` alone turns both into the exit
+status, through :data:`OUTCOME_EXIT_CODES` and :data:`KIND_EXIT_CODES`.
+"""
+
+from enum import Enum, IntEnum
 
 
 class ExitCode(IntEnum):
@@ -16,6 +21,33 @@ class ExitCode(IntEnum):
     # whoever reads it that someone pressed Ctrl-C, which is not what happened; 0 would hide
     # that the work was cut short (a produce that did not read all its input).
     TERMINATED = 143
+
+
+class Outcome(Enum):
+    """How a command that ran to its end went, as it returns it (None: OK)."""
+
+    OK = "ok"
+    #: The command ran and found problems: verify's errors, an index that disagrees with its
+    #: log, recover --dry-run with work to do, a scenario's failed expectations.
+    PROBLEMS_FOUND = "problems found"
+    #: Part of the work could not be done (a PATH verify could not read, a group delete could
+    #: not delete); each failure was reported as it happened, and the rest was done.
+    INCOMPLETE = "incomplete"
+
+
+OUTCOME_EXIT_CODES = {
+    Outcome.OK: ExitCode.OK,
+    Outcome.PROBLEMS_FOUND: ExitCode.PROBLEMS_FOUND,
+    Outcome.INCOMPLETE: ExitCode.ERROR,
+}
+
+#: An error's ``kind`` -> the exit status. An error without one of these kinds exits with
+#: its ``exit_code`` when it has one (errors that predate kinds), else 1.
+KIND_EXIT_CODES = {
+    "error": ExitCode.ERROR,
+    "usage": ExitCode.USAGE,
+    "problems_found": ExitCode.PROBLEMS_FOUND,
+}
 
 
 EPILOG = ("Exit status: 0 success, 1 error, 2 usage error, 3 problems found, 130 interrupted (Ctrl-C), "

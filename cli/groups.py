@@ -1,6 +1,6 @@
 """``plog groups list|describe|reset-offsets|delete``: kafka-consumer-groups.sh for a data directory.
 
-The engine entry points are in ``engine.group_admin``; this module parses options, calls
+The engine entry points are in ``engine.groups.admin``; this module parses options, calls
 one of them and renders the result (data on stdout, notes on stderr).
 """
 
@@ -14,6 +14,7 @@ import typer
 
 from .common import data_dir_option, open_data_dir, quiet_option
 from .app import app
+from .exit_codes import Outcome
 from .output import ListFormat, emit, list_format_option, status
 
 groups_app = typer.Typer(
@@ -222,71 +223,11 @@ def reset_offsets(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Reset a group's committed offsets with any of Kafka's strategies (dry run by default)."""
-    from plog.engine.errors import InvalidOffsetSpecError
-    from plog.engine.groups.admin import InvalidResetArgumentError, ResetStrategy, parse_reset_plan, parse_topic_arg
     from plog.engine.groups.admin import reset_offsets as engine_reset
 
-    given = [name for name, on in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
-                                   ("--to-offset", to_offset is not None), ("--shift-by", shift_by is not None),
-                                   ("--to-datetime", to_datetime is not None),
-                                   ("--by-duration", by_duration is not None), ("--to-current", to_current),
-                                   ("--from-file", from_file is not None), ("--to", to_spec is not None)) if on]
-    if len(given) != 1:
-        raise typer.BadParameter(
-            "give exactly one reset strategy: --to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime, "
-            "--by-duration, --to-current, --from-file or --to" + (f" (got {', '.join(given)})" if given else ""),
-            param_hint="STRATEGY")
-    if dry_run and execute:
-        raise typer.BadParameter("give --dry-run or --execute, not both", param_hint="--execute")
-    if export and fmt is not None:
-        raise typer.BadParameter("--export prints CSV; it cannot be combined with --format", param_hint="--format")
-    if from_file is not None:
-        if topic:
-            raise typer.BadParameter("--from-file takes its partitions from the file; --topic cannot narrow it",
-                                     param_hint="--topic")
-    elif all_topics == bool(topic):
-        raise typer.BadParameter("One of the reset scopes should be defined: --all-topics, --topic (not both).",
-                                 param_hint="--topic")
-    for t in topic or []:
-        try:
-            parse_topic_arg(t)
-        except InvalidResetArgumentError as e:
-            raise typer.BadParameter(str(e), param_hint="--topic") from None
-
-    try:
-        if to_earliest:
-            strategy = ResetStrategy.to_earliest()
-        elif to_latest:
-            strategy = ResetStrategy.to_latest()
-        elif to_offset is not None:
-            strategy = ResetStrategy.to_offset(to_offset)
-        elif shift_by is not None:
-            strategy = ResetStrategy.shift_by(shift_by)
-        elif to_datetime is not None:
-            strategy = ResetStrategy.to_datetime(to_datetime)
-        elif by_duration is not None:
-            strategy = ResetStrategy.by_duration(by_duration)
-        elif to_current:
-            strategy = ResetStrategy.to_current()
-        elif to_spec is not None:
-            strategy = ResetStrategy.to_spec(to_spec)
-        else:
-            strategy = None  # the plan file is data: its errors are exit 1, read below
-    except (InvalidResetArgumentError, InvalidOffsetSpecError) as e:
-        raise typer.BadParameter(str(e), param_hint=given[0]) from None
-    if strategy is None:
-        if from_file == "-":
-            text, source = sys.stdin.read(), "<stdin>"
-        else:
-            try:
-                with open(from_file, encoding="utf-8") as f:
-                    text, source = f.read(), from_file
-            except UnicodeDecodeError as e:
-                from .errors import PlogCliError
-
-                raise PlogCliError(f"{from_file}: not a CSV reset plan (not UTF-8 text at byte {e.start})") from None
-        strategy = ResetStrategy.from_plan(parse_reset_plan(text, group, source=source), from_file)
-
+    strategy = _strategy(group, topic, all_topics, dry_run, execute, export, fmt, to_earliest=to_earliest,
+                         to_latest=to_latest, to_offset=to_offset, shift_by=shift_by, to_datetime=to_datetime,
+                         by_duration=by_duration, to_current=to_current, from_file=from_file, to=to_spec)
     dd = open_data_dir(data_dir)
     plan = engine_reset(dd, group, strategy, topics=topic or None, all_topics=all_topics, execute=execute)
     if export:
@@ -307,6 +248,48 @@ def reset_offsets(
                      "add --execute to commit.")
 
 
+def _strategy(group: str, topic: list[str] | None, all_topics: bool, dry_run: bool, execute: bool, export: bool,
+              fmt, **strategies):
+    """The one reset strategy given (``strategies``: option name without ``--`` -> value,
+    False/None when not given), its scope checked; a bad option is a usage error, a bad
+    --from-file plan an error (the file is data, not an option)."""
+    from plog.engine.errors import InvalidOffsetSpecError
+    from plog.engine.groups.admin import InvalidResetArgumentError, ResetStrategy, parse_topic_arg, read_reset_plan
+
+    given = [f"--{name.replace('_', '-')}" for name, value in strategies.items()
+             if value is not None and value is not False]
+    if len(given) != 1:
+        raise typer.BadParameter(
+            "give exactly one reset strategy: --to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime, "
+            "--by-duration, --to-current, --from-file or --to" + (f" (got {', '.join(given)})" if given else ""),
+            param_hint="STRATEGY")
+    if dry_run and execute:
+        raise typer.BadParameter("give --dry-run or --execute, not both", param_hint="--execute")
+    if export and fmt is not None:
+        raise typer.BadParameter("--export prints CSV; it cannot be combined with --format", param_hint="--format")
+    from_file = strategies["from_file"]
+    if from_file is not None:
+        if topic:
+            raise typer.BadParameter("--from-file takes its partitions from the file; --topic cannot narrow it",
+                                     param_hint="--topic")
+    elif all_topics == bool(topic):
+        raise typer.BadParameter("One of the reset scopes should be defined: --all-topics, --topic (not both).",
+                                 param_hint="--topic")
+    for t in topic or []:
+        try:
+            parse_topic_arg(t)
+        except InvalidResetArgumentError as e:
+            raise typer.BadParameter(str(e), param_hint="--topic") from None
+    if from_file is not None:  # the plan file is data: its errors are exit 1
+        return ResetStrategy.from_plan(read_reset_plan(from_file, group), from_file)
+    name, value = next((n, v) for n, v in strategies.items() if v is not None and v is not False)
+    try:
+        make = getattr(ResetStrategy, "to_spec" if name == "to" else name)
+        return make() if value is True else make(value)
+    except (InvalidResetArgumentError, InvalidOffsetSpecError) as e:
+        raise typer.BadParameter(str(e), param_hint=given[0]) from None
+
+
 # -- delete --------------------------------------------------------------------------------------
 
 
@@ -322,7 +305,7 @@ def reset_offsets(
 def delete(
     groups: List[str] = typer.Argument(..., metavar="GROUP...", help="Groups to delete."),
     data_dir: str = data_dir_option(),
-) -> None:
+) -> Outcome | None:
     """Delete consumer groups that have no active members."""
     from plog.engine.groups.admin import delete_groups
 
@@ -336,4 +319,4 @@ def delete(
         print(f"plog: error: {reason}", file=sys.stderr)
     if result.deleted:
         status(f"These consumer groups were deleted successfully: {names}")
-    raise typer.Exit(1)
+    return Outcome.INCOMPLETE

@@ -45,14 +45,15 @@ def ls(
     from plog.engine.inspect.inventory import inventory
 
     from .maintain import resolve_path
-    from .progress import progress_enabled
+    from .progress import progress
 
     # As recover and verify: no PATH is the data directory (--data-dir, $PLOG_DATA_DIR, ./plog-data).
     path = path or data_dir or resolve_path(None)
-    status = _Progress(enabled=progress_enabled(quiet))
     try:
-        with status:
-            dirs = inventory(path, quick=quick, topic=topic, progress=status.update)
+        # A spinner naming the partition being read.
+        with progress("reading…", quiet=quiet, spinner=True) as bar:
+            dirs = inventory(path, quick=quick, topic=topic,
+                             progress=(lambda partition: bar.describe(f"reading {partition}")) if bar else None)
     except (EngineError, NotAKafkaPathError) as e:
         raise PlogCliError(str(e)) from e
     if topic is not None and not any(d.partitions for d in dirs):
@@ -66,30 +67,6 @@ def ls(
     else:
         emit(flat_rows(dirs, segments), fmt, SEGMENT_COLUMNS if segments else PARTITION_COLUMNS)
     sys.stdout.flush()
-
-
-class _Progress:
-    """A one-line Rich status on stderr naming the partition being read (TTY only)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self._status = None
-
-    def __enter__(self):
-        if self.enabled:
-            from rich.console import Console
-
-            self._status = Console(stderr=True).status("reading…")
-            self._status.__enter__()
-        return self
-
-    def update(self, partition_path: str) -> None:
-        if self._status is not None:
-            self._status.update(f"reading {partition_path}")
-
-    def __exit__(self, *exc):
-        if self._status is not None:
-            self._status.__exit__(*exc)
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -211,24 +188,7 @@ def render_table(dirs, segments: bool, console=None) -> None:
     for n, d in enumerate(dirs):
         if n:
             console.print()
-        console.print(Text(f"Log dir {d.path}" + (" (selected partitions)" if d.partial else ""), style="bold"))
-        if d.meta:
-            m = d.meta
-            ident = f"node.id {m['node_id']}" if m["version"] else f"broker.id {m['node_id']}"
-            bits = [f"version {m['version']}", f"cluster.id {m['cluster_id'] or '-'}", ident]
-            if m.get("directory_id"):
-                bits.append(f"directory.id {m['directory_id']}")
-            console.print(Text("  meta.properties  " + ", ".join(bits)))
-        else:
-            console.print(Text("  meta.properties  none"))
-        console.print(Text("  shutdown         " + _shutdown_text(d)))
-        console.print(Text("  checkpoints      " + (", ".join(d.checkpoint_files) or "none")
-                           + (", bootstrap.checkpoint" if d.bootstrap_checkpoint else "")))
-        topics = d.topics
-        console.print(Text(f"  contents         {len(d.partitions)} partition(s) of {len(topics)} topic(s), "
-                           f"{d.segment_count} segment(s), {human_bytes(d.size_bytes)}"))
-        for problem in d.problems:
-            console.print(Text(f"  problem          {problem}", style="yellow"))
+        _print_log_dir(console, d)
         if not d.partitions:
             continue
         table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
@@ -251,25 +211,55 @@ def render_table(dirs, segments: bool, console=None) -> None:
                 console.print(Text(f"  {p.name}: {problem}", style="yellow"))
         if segments:
             for p in d.partitions:
-                if not p.segments:
-                    continue
-                st = Table(title=f"{p.name} segments", title_justify="left", box=None, pad_edge=False,
-                           show_edge=False, header_style="bold")
-                for col, just in (("Base offset", "right"), ("Size", "right"), ("Batches", "right"),
-                                  ("Records", "right"), ("Offsets", "left"), ("Time range (UTC)", "left"),
-                                  ("Codecs", "left"), ("Index", "right"), ("Time idx", "right")):
-                    st.add_column(col, justify=just, no_wrap=True)
-                for s in p.segments:
-                    if s.first_offset is not None and s.last_offset is not None:
-                        offsets = f"{s.first_offset}..{s.last_offset}"
-                    elif s.first_offset is not None:
-                        offsets = f"{s.first_offset}.."
-                    else:
-                        offsets = "empty" if s.next_offset == s.base_offset else ""
-                    lo = s.min_timestamp if s.min_timestamp is not None else s.first_timestamp
-                    st.add_row(str(s.base_offset), human_bytes(s.size_bytes), _opt(s.batches), _opt(s.records),
-                               offsets, _time_range(lo, s.max_timestamp), _codecs(s.codecs),
-                               "missing" if s.index_entries is None else str(s.index_entries),
-                               "missing" if s.timeindex_entries is None else str(s.timeindex_entries))
-                console.print()
-                console.print(st)
+                if p.segments:
+                    console.print()
+                    console.print(_segments_table(p))
+
+
+def _print_log_dir(console, d) -> None:
+    """A log directory's header lines: identity, shutdown state, checkpoints, contents."""
+    from rich.text import Text
+
+    console.print(Text(f"Log dir {d.path}" + (" (selected partitions)" if d.partial else ""), style="bold"))
+    if d.meta:
+        m = d.meta
+        ident = f"node.id {m['node_id']}" if m["version"] else f"broker.id {m['node_id']}"
+        bits = [f"version {m['version']}", f"cluster.id {m['cluster_id'] or '-'}", ident]
+        if m.get("directory_id"):
+            bits.append(f"directory.id {m['directory_id']}")
+        console.print(Text("  meta.properties  " + ", ".join(bits)))
+    else:
+        console.print(Text("  meta.properties  none"))
+    console.print(Text("  shutdown         " + _shutdown_text(d)))
+    console.print(Text("  checkpoints      " + (", ".join(d.checkpoint_files) or "none")
+                       + (", bootstrap.checkpoint" if d.bootstrap_checkpoint else "")))
+    topics = d.topics
+    console.print(Text(f"  contents         {len(d.partitions)} partition(s) of {len(topics)} topic(s), "
+                       f"{d.segment_count} segment(s), {human_bytes(d.size_bytes)}"))
+    for problem in d.problems:
+        console.print(Text(f"  problem          {problem}", style="yellow"))
+
+
+def _segments_table(p):
+    """The table of one partition's segments (--segments)."""
+    from rich.table import Table
+
+    st = Table(title=f"{p.name} segments", title_justify="left", box=None, pad_edge=False,
+               show_edge=False, header_style="bold")
+    for col, just in (("Base offset", "right"), ("Size", "right"), ("Batches", "right"),
+                      ("Records", "right"), ("Offsets", "left"), ("Time range (UTC)", "left"),
+                      ("Codecs", "left"), ("Index", "right"), ("Time idx", "right")):
+        st.add_column(col, justify=just, no_wrap=True)
+    for s in p.segments:
+        if s.first_offset is not None and s.last_offset is not None:
+            offsets = f"{s.first_offset}..{s.last_offset}"
+        elif s.first_offset is not None:
+            offsets = f"{s.first_offset}.."
+        else:
+            offsets = "empty" if s.next_offset == s.base_offset else ""
+        lo = s.min_timestamp if s.min_timestamp is not None else s.first_timestamp
+        st.add_row(str(s.base_offset), human_bytes(s.size_bytes), _opt(s.batches), _opt(s.records),
+                   offsets, _time_range(lo, s.max_timestamp), _codecs(s.codecs),
+                   "missing" if s.index_entries is None else str(s.index_entries),
+                   "missing" if s.timeindex_entries is None else str(s.timeindex_entries))
+    return st

@@ -64,17 +64,14 @@ def _options(*, dry_run, now, overrides, server_properties, topics, delete_delay
 def _run(operation, path, options, fmt: ReportFormat, explain: bool, quiet: bool):
     from plog.engine.maintenance import runner as maintenance
 
-    from .progress import byte_progress
+    from .progress import progress
 
     runner = {"retention": maintenance.run_retention, "compact": maintenance.run_compaction,
               "maintain": maintenance.run_maintenance}[operation]
     # The cleaner reads the dirty section twice (offset map, then the copy) and retention
     # reads nothing: the bar shows bytes done and speed, without a total to overshoot.
-    progress, finish = byte_progress(operation, None, quiet or options.dry_run, unknown_total=True)
-    try:
-        report = runner(resolve_path(path), options, progress)
-    finally:
-        finish()
+    with progress(operation, quiet=quiet or options.dry_run, unknown_total=True) as bar:
+        report = runner(resolve_path(path), options, bar.callback)
     if fmt is not ReportFormat.text:
         emit_document(report.to_dict(), fmt)
     else:

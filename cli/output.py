@@ -75,6 +75,37 @@ def emit_document(doc: Any, fmt: ReportFormat, *, out=None) -> None:
     out.flush()
 
 
+class JsonArrayWriter:
+    """One JSON array streamed as its elements come (``dump --format json``, ``consume
+    --format json``): ``[``, the elements (JSON text, already encoded) separated by ``,`` and
+    a line break, then ``\\n]\\n``; ``[]\\n`` when there is none. :meth:`close` ends the array
+    even after an error, so what was written is always one JSON document.
+
+    ``write`` takes ``str`` (or ``bytes`` with ``binary``: elements are then bytes too);
+    ``break_first``: the first element on a line of its own, after ``[``."""
+
+    def __init__(self, write, *, binary: bool = False, break_first: bool = False):
+        def text(s: str):
+            return s.encode() if binary else s
+
+        self._write = write
+        self._first = text("[\n" if break_first else "[")
+        self._between = text(",\n")
+        self._empty, self._end = text("[]\n"), text("\n]\n")
+        self.started = False
+
+    def add(self, element) -> None:
+        """Write ``element`` (JSON text); one call a record, so after the first the instance's
+        ``add`` is a closure that only writes the separator and the element."""
+        self._write(self._first + element)
+        self.started = True
+        write, between = self._write, self._between
+        self.add = lambda element: write(between + element)
+
+    def close(self) -> None:
+        self._write(self._end if self.started else self._empty)
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"

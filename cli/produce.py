@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import select
 import sys
 from enum import Enum
 from typing import List, Optional
@@ -13,8 +11,7 @@ import typer
 
 from .common import (data_dir_option, open_data_dir, parse_properties, pick_topic, property_option, quiet_option,
                      topic_option, unescape)
-from .errors import PlogCliError
-from .exit_codes import ExitCode
+from .errors import CliUsageError, PlogCliError
 from .app import app
 from .output import parse_key_values
 
@@ -157,81 +154,86 @@ def produce(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Produce records from stdin or a file: lines (with keys and headers) or binary-safe jsonl."""
-    from plog.engine.errors import EngineError, InputRecordError, LogDirError
     from plog.engine.clients.producer import Producer
-    from plog.engine.clients.record_io import (LINE_READER_PROPERTIES, LineParser, PropertyError, parse_jsonl,
-                                       properties_to_settings)
+    from plog.engine.clients.producer_loop import ProduceLoop
 
     topic = pick_topic(topic, name)
     static_headers = [(k, v.encode("utf-8")) for k, v in parse_key_values(header, "--header").items()]
     if acks not in ("0", "1", "all", "-1"):
         raise typer.BadParameter("must be 0, 1, all or -1", param_hint="--acks")
-    try:
-        reader_properties = properties_to_settings(parse_properties(properties), LINE_READER_PROPERTIES,
-                                                   "kafka-console-producer's reader (plog produce --property)")
-    except PropertyError as e:
-        raise PlogCliError(str(e), exit_code=ExitCode.USAGE) from None
-    parser = None
-    plain = False
-    if input_format is InputFormat.lines:
-        settings = dict(parse_key=parse_key or key_separator is not None,
-                        key_separator=unescape(key_separator) if key_separator is not None else b"\t",
-                        parse_headers=headers, headers_delimiter=unescape(headers_delimiter),
-                        headers_separator=unescape(headers_separator),
-                        headers_key_separator=unescape(headers_key_separator),
-                        null_marker=unescape(null_marker) if null_marker is not None else None)
-        settings.update(reader_properties)
-        try:
-            parser = LineParser(**settings)
-        except ValueError as e:
-            raise typer.BadParameter(str(e), param_hint="--key-separator/--headers-*/--property") from None
-        plain = not parser.parse_key and not parser.parse_headers and parser.null_marker is None \
-            and not static_headers
-    elif reader_properties:
-        raise PlogCliError("--property sets how lines are read (kafka-console-producer's reader), "
-                           "not jsonl: leave out --input-format jsonl or the --property", exit_code=ExitCode.USAGE)
+    parser = _line_parser(input_format, properties, parse_key=parse_key or key_separator is not None,
+                          key_separator=key_separator, parse_headers=headers, headers_delimiter=headers_delimiter,
+                          headers_separator=headers_separator, headers_key_separator=headers_key_separator,
+                          null_marker=null_marker)
     source = _open_input(file)
     dd = _open_or_create(data_dir, create, quiet)
     producer = Producer(dd, batch_size=batch_size, linger_ms=linger_ms, compression_type=compression.value,
                         enable_idempotence=idempotence, acks=acks, auto_create_topics=create, hold_lock=True)
-    interactive = _may_block(source)
-    line_number = 0
+    loop = ProduceLoop(producer, topic, parser=parser, partition=partition, repartition=repartition,
+                       headers=static_headers)
+    error = _produce(loop, source, quiet, verbose)
+    if error is not None:
+        # One line: what was produced before the failure goes into the error itself.
+        from .app import one_line
+
+        done = summary_lines(topic, producer.stats, hint=False)[0]
+        raise PlogCliError(f"{one_line(error)} ({done} before it)" if producer.stats else one_line(error),
+                           like=error) from None
+    if not quiet:
+        _print_summary(topic, producer.stats, verbose)
+
+
+def _line_parser(input_format: InputFormat, properties: list[str] | None, *, parse_key: bool,
+                 key_separator: str | None, parse_headers: bool, headers_delimiter: str, headers_separator: str,
+                 headers_key_separator: str, null_marker: str | None):
+    """The ``LineParser`` of --input-format lines (the options, their escapes read, then
+    --property's reader properties), or None for jsonl (which takes no --property)."""
+    from plog.engine.clients.record_io import LINE_READER_PROPERTIES, LineParser, PropertyError, properties_to_settings
+
+    try:
+        reader_properties = properties_to_settings(parse_properties(properties), LINE_READER_PROPERTIES,
+                                                   "kafka-console-producer's reader (plog produce --property)")
+    except PropertyError as e:
+        raise CliUsageError(str(e)) from None
+    if input_format is not InputFormat.lines:
+        if reader_properties:
+            raise CliUsageError("--property sets how lines are read (kafka-console-producer's reader), "
+                                "not jsonl: leave out --input-format jsonl or the --property")
+        return None
+    settings = dict(parse_key=parse_key, key_separator=unescape(key_separator) if key_separator is not None else b"\t",
+                    parse_headers=parse_headers, headers_delimiter=unescape(headers_delimiter),
+                    headers_separator=unescape(headers_separator),
+                    headers_key_separator=unescape(headers_key_separator),
+                    null_marker=unescape(null_marker) if null_marker is not None else None)
+    settings.update(reader_properties)
+    try:
+        return LineParser(**settings)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--key-separator/--headers-*/--property") from None
+
+
+def _produce(loop, source, quiet: bool, verbose: bool) -> BaseException | None:
+    """Run ``loop`` over ``source``, then close the producer (sending what was accepted);
+    returns the error that stopped it, if any. Ctrl-C (or SIGTERM) stops it cleanly, with the
+    summary of what was written."""
+    from plog.engine.clients.producer_loop import ensure_topic
+    from plog.engine.errors import EngineError, InputRecordError
+
+    producer, topic = loop.producer, loop.topic
     error: BaseException | None = None
     interrupted = False
     try:
-        existed = dd.has_topic(topic) or (dd.reload() or dd.has_topic(topic))
-        producer.partitions_for(topic)
-        if not existed:
+        made = ensure_topic(producer, topic)
+        if made is not None:
             # Visible, so that a typo in the topic name does not go unnoticed.
-            made = dd.topic(topic)
             _notice(quiet, f"topic {topic} did not exist: created it with {made.partitions} partition(s), "
                            f"replication factor {len(made.replicas[0]) if made.replicas else 0} "
                            "(--no-create refuses)")
-        send = producer.send
-        lines = _lines(source, producer if interactive else None)
-        if plain:
-            # The bulk path: chunks of values, no per-record parse or future.
-            import itertools
-
-            while True:
-                chunk = [line[:-2] if line[-2:] == b"\r\n" else line[:-1] if line[-1:] in (b"\n", b"\r")
-                         else line for line in itertools.islice(lines, 4096 if not interactive else 1)]
-                if not chunk:
-                    break
-                producer.send_values(topic, chunk, partition)
-                line_number += len(chunk)
-            lines = ()
-        for line_number, line in enumerate(lines, 1):
-            rec = parser.parse(line, line_number) if parser is not None else parse_jsonl(line, line_number)
-            if rec is None:
-                continue
-            p = partition if partition is not None else (None if repartition else rec.partition)
-            hdrs = rec.headers + static_headers if static_headers else rec.headers
-            send(topic, rec.value, rec.key, hdrs or None, p, rec.timestamp)
+        loop.run(source)
     except InputRecordError as e:
         error = e
     except EngineError as e:
-        error = PlogCliError(f"line {line_number}: {e}") if line_number else e
+        error = PlogCliError(f"line {loop.line_number}: {e}", like=e) if loop.line_number else e
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli/signals.py): a clean stop that says what it wrote
         interrupted = True
         raise
@@ -241,21 +243,14 @@ def produce(
             # the error reported.
             producer.close()
         except EngineError as e:
-            error = e if error is None else PlogCliError(f"{error}; sending the records before it also failed: {e}")
+            error = e if error is None else \
+                PlogCliError(f"{error}; sending the records before it also failed: {e}", like=error)
         finally:
             if source is not sys.stdin.buffer:
                 source.close()
             if interrupted and not quiet:
                 _print_summary(topic, producer.stats, verbose)
-    if error is not None:
-        # One line: what was produced before the failure goes into the error itself.
-        from .app import one_line
-
-        done = summary_lines(topic, producer.stats, hint=False)[0]
-        raise PlogCliError(f"{one_line(error)} ({done} before it)" if producer.stats else one_line(error),
-                           getattr(error, "exit_code", None)) from None
-    if not quiet:
-        _print_summary(topic, producer.stats, verbose)
+    return error
 
 
 def _open_or_create(data_dir: str, create: bool, quiet: bool):
@@ -286,44 +281,6 @@ def _open_input(file: str | None):
         return open(file, "rb")
     except OSError as e:
         raise PlogCliError(f"cannot read {file}: {e.strerror}") from None
-
-
-def _may_block(source) -> bool:
-    """True for a pipe or terminal: input can pause, so lingering records must go out then."""
-    try:
-        import stat
-
-        mode = os.fstat(source.fileno()).st_mode
-        return not stat.S_ISREG(mode)
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _lines(source, producer):
-    """Lines of ``source`` (newlines kept). For a pipe or terminal (``producer`` given), before
-    blocking on input, send what lingers and release the data directory so other writers
-    (a consumer's commits, another producer) can go on while this one waits."""
-    if producer is None:
-        yield from source
-        return
-    fd = source.fileno()
-    pending = b""
-    while True:
-        ready, _, _ = select.select([fd], [], [], 0)
-        if not ready:
-            producer.flush()
-            producer.release()
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            if pending:
-                yield pending
-            return
-        pending += chunk
-        if b"\n" in chunk:
-            lines = pending.split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                yield line + b"\n"
 
 
 def summary_lines(topic: str, stats: dict, *, verbose: bool = False, hint: bool = True) -> list[str]:

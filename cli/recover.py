@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from .errors import PlogCliError
-from .exit_codes import ExitCode
+from .exit_codes import Outcome
 from .app import app
 from .maintain import PATH_HELP, format_option, quiet_option, resolve_path
 from .output import ReportFormat, emit_document
@@ -48,34 +48,27 @@ def recover(
                                        help="Recover partitions in this many processes (default: the cores)."),
     fmt: ReportFormat = format_option(),
     quiet: bool = quiet_option(),
-) -> None:
+) -> Outcome:
     """Recover Kafka log directories after a crash, as a broker does at start-up."""
     from plog.engine.maintenance import recovery
 
-    from .progress import byte_progress
+    from .progress import progress
 
     target = resolve_path(path)
     if dry_run:
         # The plan reads every segment: those recovery revalidates, and the others for damage
         # it would leave untouched.
-        progress, finish = byte_progress("recover", None, quiet, unknown_total=True)
-        try:
-            plan = recovery.plan_recovery(target, all_segments=all_segments, salvage=salvage, progress=progress)
-        finally:
-            finish()
+        with progress("recover", quiet=quiet, unknown_total=True) as bar:
+            plan = recovery.plan_recovery(target, all_segments=all_segments, salvage=salvage, progress=bar.callback)
         _print(plan, fmt)
         if not quiet:
             sys.stderr.write(f"plog recover: {_summary(plan, dry_run=True)}\n")
-        if plan.has_work or plan.has_untouched_damage:
-            sys.exit(int(ExitCode.PROBLEMS_FOUND))
-        return
+        return Outcome.PROBLEMS_FOUND if plan.has_work or plan.has_untouched_damage else Outcome.OK
     # How many bytes recovery revalidates is only known after reading the checkpoints and
     # indexes of every partition: the bar shows bytes done and speed without a total.
-    progress, finish = byte_progress("recover", None, quiet, unknown_total=True)
-    try:
-        report = recovery.recover(target, all_segments=all_segments, salvage=salvage, jobs=jobs, progress=progress)
-    finally:
-        finish()
+    with progress("recover", quiet=quiet, unknown_total=True) as bar:
+        report = recovery.recover(target, all_segments=all_segments, salvage=salvage, jobs=jobs,
+                                  progress=bar.callback)
     _print(report, fmt)
     failed = [p for p in report.partitions if p.status == "failed"]
     if failed:
@@ -84,8 +77,7 @@ def recover(
                            f"({_summary(report, dry_run=False)}); first: {failed[0].path}: {failed[0].reason}")
     if not quiet:
         sys.stderr.write(f"plog recover: {_summary(report, dry_run=False)}\n")
-    if report.has_untouched_damage:
-        sys.exit(int(ExitCode.PROBLEMS_FOUND))
+    return Outcome.PROBLEMS_FOUND if report.has_untouched_damage else Outcome.OK
 
 
 def _print(obj, fmt: ReportFormat) -> None:
@@ -194,10 +186,7 @@ def plan_lines(plan) -> list[str]:
             if p.snapshot_written:
                 lines.append(f"    write producer snapshot {p.snapshot_written}")
             lines.extend(untouched_lines(p.untouched))
-        if empty:
-            lines.append(f"  {_empty_line(empty)}: nothing to revalidate (--format json lists each)")
-        for c in d.checkpoint_changes:
-            lines.append(f"  {c.file}: {c.topic_partition} {_entry(c.old)} -> {_entry(c.new)}")
+        lines += _log_dir_tail(d, empty, "nothing to revalidate")
     return lines
 
 
@@ -238,10 +227,16 @@ def report_lines(report) -> list[str]:
                 done.append(f"{len(p.rebuilt_indexes)} index(es) rebuilt")
             lines.append(f"{head}: " + "; ".join(done))
             lines.extend(untouched_lines(p.untouched))
-        if empty:
-            lines.append(f"  {_empty_line(empty)}: recovered, nothing to revalidate (--format json lists each)")
-        for c in d.checkpoint_changes:
-            lines.append(f"  {c.file}: {c.topic_partition} {_entry(c.old)} -> {_entry(c.new)}")
+        lines += _log_dir_tail(d, empty, "recovered, nothing to revalidate")
+    return lines
+
+
+def _log_dir_tail(d, empty: list, what: str) -> list[str]:
+    """The last lines of a log dir in a plan or report: its empty partitions (one line) and
+    its checkpoint changes."""
+    lines = [f"  {_empty_line(empty)}: {what} (--format json lists each)"] if empty else []
+    for c in d.checkpoint_changes:
+        lines.append(f"  {c.file}: {c.topic_partition} {_entry(c.old)} -> {_entry(c.new)}")
     return lines
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
@@ -14,7 +15,7 @@ import typer
 from .common import DEFAULT_DATA_DIR, quiet_option
 
 from .errors import PlogCliError
-from .exit_codes import ExitCode
+from .exit_codes import Outcome
 from .app import app
 from .output import ListFormat, emit
 
@@ -184,18 +185,66 @@ def scan(
     max_findings: int = typer.Option(100, "--max-findings", min=0,
                                      help="verify: at most this many findings of one check per file (0: all)."),
     quiet: bool = quiet_option("No summary line and no progress bar."),
-) -> None:
+) -> Outcome:
     """Scan whole Kafka log directories: statistics, record search, verification or SQL,
     split into byte-range work units run in local processes or on Apache Spark."""
-    from plog.engine.storage.discovery import NotAKafkaPathError
-    from plog.engine.inspect.scan import ScanError, ScanFilter, plan_scan
-
-    from .maintain import resolve_path
+    from .maintain import parse_size, resolve_path
+    from .output import parse_key_values
 
     # As recover and verify: no PATH is the data directory (--data-dir, $PLOG_DATA_DIR, ./plog-data).
     paths = list(paths) if paths else [data_dir or resolve_path(None)]
     search_given = key is not None or key_hex is not None or value_contains is not None \
         or value_contains_hex is not None or bool(header)
+    mode, use_spark, out_kind = _mode(mode, search_given, sql_query, output, output_format, spark, master, conf,
+                                      jobs, offset_range or time_range or topics)
+    spark_conf = parse_key_values(conf, "--conf")
+    unit_bytes = parse_size(unit_size, "--unit-size") if unit_size is not None else None
+    flt = _filter(topics, offset_range, time_range, key, key_hex, value_contains, value_contains_hex, header)
+    _check_paths(paths, output, overwrite)
+    local_jobs = jobs or os.cpu_count() or 1
+    started = time.monotonic()
+    outcome = _run(mode, paths, flt, _SparkRun(master, spark_conf, quiet) if use_spark else None, local_jobs,
+                   unit_bytes, fmt, quiet, wide=wide, max_findings=max_findings, output=output, out_kind=out_kind,
+                   overwrite=overwrite, sql_query=sql_query)
+    if not quiet:
+        where = f"Spark ({master or 'local[*]'})" if use_spark else \
+            f"{local_jobs} process{'es' * (local_jobs != 1)}"
+        sys.stderr.write(f"plog scan: {mode.value} done in {time.monotonic() - started:.1f}s on {where}\n")
+    return outcome
+
+
+def _check_paths(paths: list[str], output: str | None, overwrite: bool) -> None:
+    if output is not None and os.path.exists(output) and not overwrite:
+        raise PlogCliError(f"{output} exists (use --overwrite to replace it)")
+    for p in paths:
+        if not os.path.exists(p):
+            raise PlogCliError(f"{p}: no such file or directory")
+
+
+def _run(mode: ScanMode, paths, flt, spark_run, jobs: int, unit_bytes, fmt: ListFormat, quiet: bool, *,
+         wide: bool, max_findings: int, output, out_kind, overwrite: bool, sql_query) -> Outcome:
+    """Plan the work units (verify plans its own) and run ``mode`` over them."""
+    from plog.engine.storage.discovery import NotAKafkaPathError
+    from plog.engine.inspect.scan import ScanError, plan_scan
+
+    try:
+        if mode is ScanMode.verify:
+            return _verify(paths, spark_run, jobs, fmt, max_findings, quiet)
+        plan = plan_scan(paths, flt, unit_bytes=unit_bytes,
+                         parallelism=spark_run.parallelism if spark_run is not None else jobs)
+        if mode is ScanMode.stats:
+            return _stats(plan, flt, spark_run, jobs, fmt, quiet, wide)
+        if mode is ScanMode.search:
+            return _search(paths, plan, flt, spark_run, jobs, output, out_kind, overwrite, unit_bytes, quiet)
+        return _sql(paths, flt, sql_query, spark_run, unit_bytes, fmt)
+    except (NotAKafkaPathError, ScanError) as e:
+        raise PlogCliError(str(e)) from e
+
+
+def _mode(mode, search_given: bool, sql_query, output, output_format, spark: bool, master, conf, jobs,
+          ranges) -> tuple[ScanMode, bool, SearchOutput | None]:
+    """The mode (implied by --sql or a search option when not given), whether Spark runs it,
+    and the search's --output kind; options that do not go with them are usage errors."""
     if mode is None:
         mode = ScanMode.sql if sql_query is not None else ScanMode.search if search_given else ScanMode.stats
     if sql_query is not None and mode is not ScanMode.sql:
@@ -219,125 +268,54 @@ def scan(
     if jobs is not None and use_spark:
         raise typer.BadParameter("--jobs is for local processes; Spark's parallelism comes from --master "
                                  "(local[N])", param_hint="--jobs")
-    if mode is ScanMode.verify and (offset_range or time_range or topics):
+    if mode is ScanMode.verify and ranges:
         raise typer.BadParameter("verify checks whole partitions: --topic, --offset-range and --time-range "
                                  "do not apply", param_hint="--mode")
-    from .maintain import parse_size
-    from .output import parse_key_values
+    return mode, use_spark, out_kind
 
-    spark_conf = parse_key_values(conf, "--conf")
-    unit_bytes = parse_size(unit_size, "--unit-size") if unit_size is not None else None
-    now_ms = int(time.time() * 1000)
+
+def _filter(topics, offset_range, time_range, key, key_hex, value_contains, value_contains_hex, header):
+    """The records the scan keeps (ranges, and for search the key, value and headers)."""
+    from plog.engine.inspect.scan import ScanFilter
+
     offset_lo, offset_hi = _offset_bounds(offset_range)
-    time_lo, time_hi = _time_bounds(time_range, now_ms)
-    flt = ScanFilter(topics=_split_topics(topics), offset_lo=offset_lo, offset_hi=offset_hi, time_lo=time_lo,
-                     time_hi=time_hi, key=_binary(key, key_hex, "--key"),
-                     value_contains=_binary(value_contains, value_contains_hex, "--value-contains"),
-                     headers=_headers(header))
-    if output is not None and os.path.exists(output) and not overwrite:
-        raise PlogCliError(f"{output} exists (use --overwrite to replace it)")
-    for p in paths:
-        if not os.path.exists(p):
-            raise PlogCliError(f"{p}: no such file or directory")
-
-    local_jobs = jobs or os.cpu_count() or 1
-    started = time.monotonic()
-    try:
-        if mode is ScanMode.verify:
-            code = _verify(paths, use_spark, master, spark_conf, local_jobs, fmt, max_findings, quiet)
-        else:
-            plan = plan_scan(paths, flt, unit_bytes=unit_bytes,
-                             parallelism=_spark_cores(master) if use_spark else local_jobs)
-            if mode is ScanMode.stats:
-                code = _stats(plan, flt, use_spark, master, spark_conf, local_jobs, fmt, quiet, wide)
-            elif mode is ScanMode.search:
-                code = _search(paths, plan, flt, use_spark, master, spark_conf, local_jobs, output, out_kind,
-                               overwrite, unit_bytes, quiet)
-            else:
-                code = _sql(paths, plan, flt, sql_query, master, spark_conf, unit_bytes, fmt)
-    except (NotAKafkaPathError, ScanError) as e:
-        raise PlogCliError(str(e)) from e
-    if not quiet:
-        where = f"Spark ({master or 'local[*]'})" if use_spark else \
-            f"{local_jobs} process{'es' * (local_jobs != 1)}"
-        sys.stderr.write(f"plog scan: {mode.value} done in {time.monotonic() - started:.1f}s on {where}\n")
-    if code:
-        sys.exit(int(code))
+    time_lo, time_hi = _time_bounds(time_range, int(time.time() * 1000))
+    return ScanFilter(topics=_split_topics(topics), offset_lo=offset_lo, offset_hi=offset_hi, time_lo=time_lo,
+                      time_hi=time_hi, key=_binary(key, key_hex, "--key"),
+                      value_contains=_binary(value_contains, value_contains_hex, "--value-contains"),
+                      headers=_headers(header))
 
 
-def _spark_cores(master: Optional[str]) -> int:
-    if master and master.startswith("local[") and master[6:-1].isdigit():
-        return int(master[6:-1])
-    return os.cpu_count() or 2
+class _SparkRun:
+    """The Spark side of one scan: where it runs (``--master``, ``--conf``), how many tasks
+    to plan for, and :meth:`session`, the session with what the user sees of it on stderr
+    (a line while Spark starts, its notes, a bar of tasks done on a terminal)."""
 
+    def __init__(self, master: str | None, conf: dict, quiet: bool):
+        from plog.spark_tasks.session import default_parallelism
 
-class _Spark:
-    """The session for one command: started (quietly) on entry, stopped on exit if owned."""
-
-    def __init__(self, master, conf, quiet: bool):
         self.master, self.conf, self.quiet = master, conf, quiet
+        self.parallelism = default_parallelism(master)
 
-    def __enter__(self):
-        from plog.spark_tasks import session
+    @contextlib.contextmanager
+    def session(self, quiet: bool | None = None):
+        from plog.spark_tasks.jobs import JobProgress
+        from plog.spark_tasks.session import spark_session
 
-        if not self.quiet and sys.stderr.isatty():
+        from .progress import progress
+
+        quiet = self.quiet if quiet is None else quiet
+        if not quiet and sys.stderr.isatty():
             sys.stderr.write("plog scan: starting Spark...\r")
             sys.stderr.flush()
-        self.handle = session.start(self.master, self.conf)
-        if not self.quiet:
-            for note in self.handle.notes:
-                sys.stderr.write(f"plog scan: {note}\n")
-        return self.handle.spark
-
-    def __exit__(self, kind, error, tb):
-        self.handle.stop(keep_log=error is not None)
-        # A failed Spark job arrives as a py4j/pyspark exception holding a JVM stack trace:
-        # one line of it, and where Spark's own log is.
-        if error is not None and type(error).__module__.startswith(("pyspark", "py4j")) \
-                and not isinstance(error, PlogCliError):
-            from plog.spark_tasks.session import error_line
-
-            log = f" (Spark's log: {self.handle.log_path})" if self.handle.log_path else ""
-            raise PlogCliError(f"Spark job failed: {error_line(error)}{log}") from error
-        return False
-
-
-def _task_progress(spark, quiet: bool):
-    """Spark's job progress (tasks done of tasks) as a bar on stderr, on a terminal only."""
-    import contextlib
-
-    from .progress import progress_enabled
-
-    if not progress_enabled(quiet):
-        return contextlib.nullcontext()
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from plog.spark_tasks.jobs import JobProgress
-
-    bar = Progress("spark tasks", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=Console(stderr=True), transient=True)
-    task = bar.add_task("scan", total=None)
-
-    def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    class _Both:
-        def __enter__(self):
-            bar.start()
-            self.jp = JobProgress(spark, update).__enter__()
-
-        def __exit__(self, *exc):
-            self.jp.__exit__(*exc)
-            bar.stop()
-
-    return _Both()
-
-
-def _byte_progress(plan, quiet: bool):
-    from .progress import byte_progress
-
-    return byte_progress("scan", plan.total_bytes, quiet)
+        with spark_session(self.master, self.conf) as handle:
+            if not quiet:
+                for note in handle.notes:
+                    sys.stderr.write(f"plog scan: {note}\n")
+            # Spark's job progress (tasks done of tasks) as a bar, on a terminal only.
+            with progress("spark tasks", quiet=quiet, unit="tasks", unknown_total=True) as bar:
+                with JobProgress(handle.spark, bar.update) if bar else contextlib.nullcontext():
+                    yield handle.spark
 
 
 STATS_COLUMNS = ["topic", "partition", "log_dir", "records", "batches", "size", "offsets", "time_range", "codecs",
@@ -385,32 +363,31 @@ def keys_text(distinct: int, null: int, records: int) -> str | None:
     return f"~{distinct} distinct" + (f" + {null} null" if null else "")
 
 
-def _report_problems(stats: list, quiet: bool) -> int:
+def _report_problems(stats: list, quiet: bool) -> Outcome:
     problems = [(s, p) for s in stats for p in s.problems]
     if not problems:
-        return 0
+        return Outcome.OK
     if not quiet:
         for s, (segment, position, message) in problems[:50]:
             sys.stderr.write(f"plog scan: {segment}:{position}: {message}\n")
         if len(problems) > 50:
             sys.stderr.write(f"plog scan: ... and {len(problems) - 50} more problems (see --format json)\n")
-    return ExitCode.PROBLEMS_FOUND
+    return Outcome.PROBLEMS_FOUND
 
 
-def _stats(plan, flt, use_spark, master, conf, jobs, fmt: ListFormat, quiet: bool, wide: bool = False) -> int:
+def _stats(plan, flt, spark_run, jobs, fmt: ListFormat, quiet: bool, wide: bool = False) -> Outcome:
     from plog.engine.inspect.scan import scan_stats
 
-    if use_spark:
+    from .progress import progress
+
+    if spark_run is not None:
         from plog.spark_tasks import jobs as spark_jobs
 
-        with _Spark(master, conf, quiet) as spark, _task_progress(spark, quiet):
+        with spark_run.session() as spark:
             stats = spark_jobs.stats(spark, plan, flt)
     else:
-        advance, finish = _byte_progress(plan, quiet)
-        try:
-            stats = scan_stats([], flt, jobs=jobs, progress=advance, plan=plan)
-        finally:
-            finish()
+        with progress("scan", total=plan.total_bytes, quiet=quiet) as bar:
+            stats = scan_stats([], flt, jobs=jobs, progress=bar.callback, plan=plan)
     if fmt in (ListFormat.json, ListFormat.jsonl):
         emit([s.to_dict() for s in stats], fmt, [])
     else:
@@ -446,50 +423,31 @@ def _open_output(output: Optional[str]):
         raise OSError(e.errno, e.strerror, output) from None  # the user's name, not the temporary's
 
 
-def _search(paths, plan, flt, use_spark, master, conf, jobs, output, out_kind, overwrite, unit_bytes,
-            quiet: bool) -> int:
-    count = 0
+def _search(paths, plan, flt, spark_run, jobs, output, out_kind, overwrite, unit_bytes, quiet: bool) -> Outcome:
     problems: list = []
-    if use_spark:
+    if spark_run is not None:
         from plog.spark_tasks import jobs as spark_jobs
 
-        with _Spark(master, conf, quiet) as spark, _task_progress(spark, quiet):
+        with spark_run.session() as spark:
             if out_kind is SearchOutput.parquet:
                 count = spark_jobs.search_to_parquet(spark, paths, flt, output, unit_bytes=unit_bytes,
-                                                     parallelism=_spark_cores(master), overwrite=overwrite)
+                                                     parallelism=spark_run.parallelism, overwrite=overwrite)
             else:
                 count = _write_chunks(spark_jobs.search_jsonl(spark, plan, flt, problems), output)
     else:
-        advance, finish = _byte_progress(plan, quiet)
-        try:
-            count = _write_chunks(_local_jsonl(plan, flt, jobs, advance, problems), output)
-        finally:
-            finish()
+        from plog.engine.inspect.scan import scan_jsonl
+
+        from .progress import progress
+
+        with progress("scan", total=plan.total_bytes, quiet=quiet) as bar:
+            count = _write_chunks(scan_jsonl([], flt, jobs=jobs, progress=bar.callback, problems=problems,
+                                             plan=plan), output)
     if not quiet:
         where = f" to {output}" if output else ""
         sys.stderr.write(f"plog scan: {count} matching records{where}\n")
         for p in problems[:50]:
             sys.stderr.write(f"plog scan: {p.segment}:{p.position}: {p.message}\n")
-    return ExitCode.PROBLEMS_FOUND if problems else 0
-
-
-def _search_task(args):
-    """A worker process's share of a local search: one unit's matches as JSON lines."""
-    from plog.engine.inspect.scan import unit_jsonl
-
-    unit, flt = args
-    problems: list = []
-    data = b"".join(unit_jsonl(unit, flt, problems=problems))
-    return data, problems
-
-
-def _local_jsonl(plan, flt, jobs, progress, problems):
-    from plog.engine.inspect.scan import run_units
-
-    for data, found in run_units(plan, _search_task, flt, jobs, progress):
-        problems.extend(found)
-        if data:
-            yield data
+    return Outcome.PROBLEMS_FOUND if problems else Outcome.OK
 
 
 def _write_chunks(chunks, output) -> int:
@@ -529,7 +487,7 @@ def _write_chunks(chunks, output) -> int:
 def _sql_value(value):
     import datetime as dt
 
-    from plog.engine.binary_json import encode_bytes
+    from plog.formats.binary_json import encode_bytes
 
     if isinstance(value, (bytes, bytearray, memoryview)):
         return encode_bytes(bytes(value))
@@ -550,20 +508,12 @@ def _sql_value(value):
     return value
 
 
-def _sql(paths, plan, flt, query, master, conf, unit_bytes, fmt: ListFormat) -> int:
+def _sql(paths, flt, query, spark_run, unit_bytes, fmt: ListFormat) -> Outcome:
     from plog.spark_tasks import jobs as spark_jobs
 
-    with _Spark(master, conf, False) as spark, _task_progress(spark, False):
-        try:
-            columns, rows = spark_jobs.sql(spark, paths, query, flt, unit_bytes=unit_bytes,
-                                           parallelism=_spark_cores(master))
-        except Exception as e:  # Spark's AnalysisException / ParseException: the user's query
-            if type(e).__module__.startswith("pyspark") and "AnalysisException" in type(e).__name__ \
-                    or "ParseException" in type(e).__name__:
-                from plog.spark_tasks.session import error_line
-
-                raise PlogCliError(f"SQL: {error_line(e)}", ExitCode.USAGE) from e
-            raise
+    with spark_run.session(quiet=False) as spark:
+        columns, rows = spark_jobs.sql(spark, paths, query, flt, unit_bytes=unit_bytes,
+                                       parallelism=spark_run.parallelism)
     unique = []
     for c in columns:
         name = c
@@ -576,13 +526,14 @@ def _sql(paths, plan, flt, query, master, conf, unit_bytes, fmt: ListFormat) -> 
                for k, v in r.items()} for r in out], fmt, unique, titles={c: c for c in unique})
     else:
         emit(out, fmt, unique)
-    return 0
+    return Outcome.OK
 
 
-def _verify(paths, use_spark, master, conf, jobs, fmt: ListFormat, max_findings: int, quiet: bool) -> int:
+def _verify(paths, spark_run, jobs, fmt: ListFormat, max_findings: int, quiet: bool) -> Outcome:
     from plog.engine.inspect.verify import VerifyOptions, VerifyStats, plan, planned_bytes, verify_paths
 
     from .output import ReportFormat
+    from .progress import progress
     from .verify import _writer
 
     if fmt in (ListFormat.csv, ListFormat.json):
@@ -592,26 +543,21 @@ def _verify(paths, use_spark, master, conf, jobs, fmt: ListFormat, max_findings:
     tasks = plan(paths, options)
     stats = VerifyStats()
     write = _writer(ReportFormat.jsonl if fmt is ListFormat.jsonl else ReportFormat.text)
-    if use_spark:
+    if spark_run is not None:
         from plog.spark_tasks import jobs as spark_jobs
 
-        with _Spark(master, conf, quiet) as spark, _task_progress(spark, quiet):
+        with spark_run.session() as spark:
             findings = spark_jobs.verify(spark, tasks, options, stats)
         for f in findings:
             write(f)
     else:
-        from .progress import byte_progress
-
-        advance, finish = byte_progress("verify", planned_bytes(tasks), quiet)
-        try:
-            for f in verify_paths(paths, options, jobs=jobs, stats=stats, progress=advance, tasks=tasks):
+        with progress("verify", total=planned_bytes(tasks), quiet=quiet) as bar:
+            for f in verify_paths(paths, options, jobs=jobs, stats=stats, progress=bar.callback, tasks=tasks):
                 write(f)
-        finally:
-            finish()
     sys.stdout.flush()
     if not quiet:
         sys.stderr.write(
             f"plog scan: verified {stats.files} files ({stats.bytes} bytes, {stats.batches} batches) in "
             f"{stats.partitions} partition{'s' * (stats.partitions != 1)}: {stats.errors} "
             f"error{'s' * (stats.errors != 1)}, {stats.warnings} warning{'s' * (stats.warnings != 1)}\n")
-    return ExitCode.PROBLEMS_FOUND if stats.errors else 0
+    return Outcome.PROBLEMS_FOUND if stats.errors else Outcome.OK

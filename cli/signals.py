@@ -11,8 +11,8 @@ was printed) runs for SIGTERM too, and the error boundary (``cli/app.py``) ends 
 ``plog: terminated`` and exit 143 (see ``exit_codes.ExitCode.TERMINATED``).
 
 Worker processes forked by the engine (verify, scan, recover ``--jobs``) replace the
-inherited handler with their own (``engine.verify.worker_exits_on_sigint``): a worker that
-gets the signal exits at once and silently; the parent does the one-line report.
+inherited handler with their own (``engine.workers``): a worker ends the task it runs and
+exits without a word; the parent does the one-line report.
 
 Plain standard library and cheap to import: the console script installs the handler
 before it loads anything else (``cli/entry.py``).

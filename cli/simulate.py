@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from .errors import PlogCliError
-from .exit_codes import ExitCode
+from .exit_codes import Outcome
 from .output import ReportFormat, emit_document, status
 from .app import app
 
@@ -67,7 +67,7 @@ def simulate(
     fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", case_sensitive=False,
                                      help="text: the timeline; json: the whole report as one document; "
                                           "jsonl: the same on one line."),
-) -> None:
+) -> Outcome:
     """Run a replication scenario (produce, fetch, crash, start, elections, expectations) and
     print the timeline of log end offsets and high watermarks per replica."""
     from plog.engine.cluster.simulation import ScenarioError, load_scenario, run_scenario
@@ -120,8 +120,9 @@ def simulate(
     if report.failures:
         n = len(report.failures)
         print(f"{n} expectation{'s' if n != 1 else ''} failed", file=sys.stderr)
-        raise typer.Exit(ExitCode.PROBLEMS_FOUND)
+        return Outcome.PROBLEMS_FOUND
     status(f"{len(report.steps)} steps, every expectation held")
+    return Outcome.OK
 
 
 # -- the timeline --------------------------------------------------------------------------------

@@ -32,9 +32,9 @@ ALL_OR_NOTHING = (
 
 
 def _partition_progress(total: int):
-    from .progress import count_progress
+    from .progress import progress
 
-    return count_progress("Creating partitions", total, unit="partitions")
+    return progress("Creating partitions", total=total, unit="partitions")
 
 
 @app.command(
@@ -97,12 +97,9 @@ def create(
         raise typer.BadParameter("give either --replica-assignment or --replication-factor",
                                  param_hint="--replication-factor")
     dd = open_data_dir(data_dir, create=True)
-    advance, finish = _partition_progress(len(assignment) if assignment else (partitions or 1))
-    try:
+    with _partition_progress(len(assignment) if assignment else (partitions or 1)) as bar:
         topic = dd.create_topic(name, partitions, replication_factor, configs=configs,
-                                replica_assignment=assignment, if_not_exists=if_not_exists, progress=advance)
-    finally:
-        finish()
+                                replica_assignment=assignment, if_not_exists=if_not_exists, progress=bar.callback)
     if topic is None:
         status(f"Topic {name} already exists.")
     else:
@@ -244,12 +241,9 @@ def alter(
                                  param_hint="--partitions")
     set_configs = parse_key_values(config)
     dd = open_data_dir(data_dir)
-    advance, finish = _partition_progress(partitions - dd.topic(name).partitions if partitions is not None else 0)
-    try:
+    with _partition_progress(partitions - dd.topic(name).partitions if partitions is not None else 0) as bar:
         topic = dd.alter_topic(name, partitions=partitions, set_configs=set_configs,
-                               delete_configs=delete_config, progress=advance)
-    finally:
-        finish()
+                               delete_configs=delete_config, progress=bar.callback)
     status(f"Altered topic {name}: {topic.partitions} partition(s), configs "
            f"{', '.join(f'{k}={v}' for k, v in sorted(topic.configs.items())) or '(defaults)'}.")
 

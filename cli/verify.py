@@ -11,10 +11,10 @@ import typer
 
 from .common import DEFAULT_DATA_DIR, quiet_option
 
-from .exit_codes import ExitCode
+from .exit_codes import Outcome
 from .app import app
 from .output import ReportFormat, emit_document
-from .progress import byte_progress
+from .progress import progress
 
 
 # text, json (one document: findings and counts) or jsonl (one object per finding, streamed).
@@ -54,7 +54,7 @@ def verify(
                                      help="Show at most this many findings of one check per file (0: all); "
                                           "the rest are counted in the summary."),
     quiet: bool = quiet_option("No summary line and no progress bar."),
-) -> None:
+) -> Outcome:
     """Check Kafka log files without modifying them: batch CRCs and framing, offsets,
     .index/.timeindex/.txnindex against the log, producer snapshots, checkpoints,
     partition.metadata. Keeps going past damage, resynchronising on the next valid batch."""
@@ -71,17 +71,14 @@ def verify(
     for path, e in bad:
         sys.stderr.write(f"plog: error: {one_line(e)}\n")
     if bad and not tasks:
-        sys.exit(int(ExitCode.ERROR))
+        return Outcome.INCOMPLETE
     stats = VerifyStats()
     collected: list[dict] = []
     write = collected.append if fmt is ReportFormat.json else _writer(fmt)
-    progress, finish = byte_progress("verify", planned_bytes(tasks), quiet)
-    try:
-        for finding in verify_paths(paths, options, jobs=jobs or default_jobs(), stats=stats, progress=progress,
+    with progress("verify", total=planned_bytes(tasks), quiet=quiet) as bar:
+        for finding in verify_paths(paths, options, jobs=jobs or default_jobs(), stats=stats, progress=bar.callback,
                                     tasks=tasks):
             write(_finding_json(finding) if fmt is ReportFormat.json else finding)
-    finally:
-        finish()
     if fmt is ReportFormat.json:
         import dataclasses
 
@@ -93,12 +90,8 @@ def verify(
         failed = (f"; {len(bad)} path{'s' * (len(bad) != 1)} could not be verified" if bad else "")
         sys.stderr.write(f"plog verify: {summary(stats)}{note}{failed}\n")
     if bad:
-        # The command could not do all its work: an error (1), whatever the others found.
-        sys.exit(int(ExitCode.ERROR))
-    if problems:
-        # SystemExit, not typer.Exit: cli.app.main runs the app with standalone_mode=False, where
-        # Typer turns typer.Exit into a return value that main() does not pass on.
-        sys.exit(int(ExitCode.PROBLEMS_FOUND))
+        return Outcome.INCOMPLETE  # the command could not do all its work, whatever the others found
+    return Outcome.PROBLEMS_FOUND if problems else Outcome.OK
 
 
 def _plural(n: int, word: str, words: str | None = None) -> str:
@@ -116,7 +109,7 @@ def summary(stats) -> str:
 
 
 def _finding_json(f) -> dict:
-    from plog.engine.binary_json import encode_bytes
+    from plog.formats.binary_json import encode_bytes
 
     d = f.to_dict()
     # The path in the binary-safe form; a message naming an undecodable file name shows its

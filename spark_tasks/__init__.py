@@ -18,7 +18,7 @@ pyarrow and a Python of the driver's minor version.
 
 from __future__ import annotations
 
-from .errors import SparkSetupError
+from .errors import SparkError, SparkJobError, SparkQueryError, SparkSetupError
 
 
 def register(spark) -> None:
@@ -48,4 +48,4 @@ def package_zip(directory: str | None = None) -> str:
     return build(directory)
 
 
-__all__ = ["SparkSetupError", "package_zip", "register"]
+__all__ = ["SparkError", "SparkJobError", "SparkQueryError", "SparkSetupError", "package_zip", "register"]

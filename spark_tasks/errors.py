@@ -3,8 +3,24 @@
 from __future__ import annotations
 
 
-class SparkSetupError(Exception):
+class SparkError(Exception):
+    """Base class: a one-line message, without the JVM's stack trace; ``kind`` says how the
+    CLI exits (``cli/exit_codes.KIND_EXIT_CODES``)."""
+
+    kind = "error"
+
+
+class SparkSetupError(SparkError):
     """Spark cannot run here: pyspark, pyarrow or Java is missing, the executors' Python
     differs from the driver's, or the session failed to start. The message says what to do."""
 
-    exit_code = 1
+
+class SparkJobError(SparkError):
+    """A Spark job failed (a py4j/pyspark exception): its first line, and where Spark's own
+    log is."""
+
+
+class SparkQueryError(SparkError):
+    """A SQL query Spark cannot parse or analyse: the user's query, so a usage error."""
+
+    kind = "usage"

@@ -17,6 +17,8 @@ from __future__ import annotations
 import threading
 from typing import Callable, Iterator
 
+from .errors import SparkQueryError
+
 
 def _unit_stats(flt):
     from plog.engine.inspect.scan import unit_stats
@@ -158,15 +160,24 @@ def verify(spark, tasks: list, options, stats) -> list:
 def sql(spark, paths: list[str], query: str, flt=None, *, unit_bytes: int | None = None,
         parallelism: int | None = None):
     """Run ``query`` with the views ``records`` and ``batches`` over ``paths``; returns
-    ``(column names, rows as tuples)``."""
-    records_frame(spark, paths, flt, unit_bytes=unit_bytes, parallelism=parallelism) \
-        .createOrReplaceTempView("records")
-    records_frame(spark, paths, flt, level="batch", unit_bytes=unit_bytes, parallelism=parallelism) \
-        .createOrReplaceTempView("batches")
-    spark.sparkContext.setJobDescription("plog scan: sql")
-    df = spark.sql(query)
-    columns = df.columns
-    return columns, [tuple(row) for row in df.collect()]
+    ``(column names, rows as tuples)``. A query Spark cannot parse or analyse is a
+    :class:`SparkQueryError` (the user's query; its first line)."""
+    try:
+        records_frame(spark, paths, flt, unit_bytes=unit_bytes, parallelism=parallelism) \
+            .createOrReplaceTempView("records")
+        records_frame(spark, paths, flt, level="batch", unit_bytes=unit_bytes, parallelism=parallelism) \
+            .createOrReplaceTempView("batches")
+        spark.sparkContext.setJobDescription("plog scan: sql")
+        df = spark.sql(query)
+        columns = df.columns
+        return columns, [tuple(row) for row in df.collect()]
+    except Exception as e:  # Spark's AnalysisException / ParseException: the user's query
+        name = type(e).__name__
+        if type(e).__module__.startswith("pyspark") and "AnalysisException" in name or "ParseException" in name:
+            from .session import error_line
+
+            raise SparkQueryError(f"SQL: {error_line(e)}") from e
+        raise
 
 
 class JobProgress:

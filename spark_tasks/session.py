@@ -31,7 +31,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 
-from .errors import SparkSetupError
+from .errors import SparkJobError, SparkSetupError
 
 INSTALL_HINT = "pip install 'plog[spark]'"
 
@@ -254,6 +254,32 @@ def start(master: str | None = None, conf: dict[str, str] | None = None, *, app_
         raise
     register(spark)
     return handle
+
+
+@contextlib.contextmanager
+def spark_session(master: str | None = None, conf: dict[str, str] | None = None):
+    """A session for one piece of work (a CLI command): :func:`start` on entry, yielding its
+    :class:`SparkHandle`, stopped on exit if plog started it. When the work fails, Spark's
+    log file is kept (the error names it), and a failed Spark job (a py4j/pyspark exception
+    holding a JVM stack trace) becomes one :class:`SparkJobError` line: its first line and
+    where the log is."""
+    handle = start(master, conf)
+    try:
+        yield handle
+    except BaseException as error:
+        handle.stop(keep_log=True)
+        if type(error).__module__.startswith(("pyspark", "py4j")):
+            log = f" (Spark's log: {handle.log_path})" if handle.log_path else ""
+            raise SparkJobError(f"Spark job failed: {error_line(error)}{log}") from error
+        raise
+    handle.stop()
+
+
+def default_parallelism(master: str | None) -> int:
+    """The tasks to plan for on ``master``: N of ``local[N]``, else this machine's cores."""
+    if master and master.startswith("local[") and master[6:-1].isdigit():
+        return int(master[6:-1])
+    return os.cpu_count() or 2
 
 
 def _quiet_python_loggers() -> None:
