@@ -125,26 +125,27 @@ def _pids(root_pid: int) -> list[int]:
     return out
 
 
-def opened_a_segment_of(root: Path) -> Callable:
-    """Ready when the command (or a worker) has a ``.log`` under ``root`` open."""
-    prefix = str(root)
+class opened_a_segment_of:
+    """Ready when the command (or a worker) has opened a ``.log`` under ``root``: the process
+    that opens the first one stops itself right after (``stop_at_segment/sitecustomize.py``,
+    put on the child's PYTHONPATH through :attr:`env`), so the signal lands in the middle of
+    the work however fast the command reads."""
 
-    def ready(p: subprocess.Popen, out: bytearray) -> bool:
+    def __init__(self, root: Path):
+        self.env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent / "stop_at_segment"),
+                                                                os.environ.get("PYTHONPATH")])),
+                    "INTERRUPT_TEST_STOP_AT": str(Path(root).resolve())}
+
+    def __call__(self, p: subprocess.Popen, out: bytearray) -> bool:
         for pid in _pids(p.pid):
             try:
-                fds = os.listdir(f"/proc/{pid}/fd")
-            except OSError:
+                with open(f"/proc/{pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
                 continue
-            for fd in fds:
-                try:
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                except OSError:
-                    continue
-                if target.startswith(prefix) and target.endswith(".log"):
-                    return True
+            if state == "T":
+                return True
         return False
-
-    return ready
 
 
 def started_workers(n: int) -> Callable:
@@ -165,8 +166,9 @@ def interrupt(argv: list[str], ready: Callable, *, feed: Callable | None = None,
     is ready."""
     # PYTHONFAULTHANDLER: a child that does not end in time is sent SIGABRT, which makes every
     # process of the group print its threads' stacks: the failure then says where it hung.
+    env = {"PYTHONFAULTHANDLER": "1", **getattr(ready, "env", {})}
     p = subprocess.Popen([plog_exe(), *argv], stdin=subprocess.PIPE if feed else subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env({"PYTHONFAULTHANDLER": "1"}),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(env),
                          start_new_session=True)
     out, err = bytearray(), bytearray()
 

@@ -1,0 +1,88 @@
+"""engine.workers: a stop (SIGINT, SIGTERM) never leaves the worker pool waiting for ever.
+
+concurrent.futures' pool hangs when a worker dies in the middle of writing its result into the
+pool's pipe: the reader waits for the rest of a message nobody will write. Each case runs in a
+child process with a deadline, so a hang fails the test instead of stopping the suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+CHILD = textwrap.dedent("""
+    import os, signal, sys, time
+    from plog.engine import workers
+    from plog.engine.workers import WorkerPool
+
+    def result(n, marker=None):
+        if marker:  # started: the parent may now hold the GIL while this builds and sends
+            open(marker, "w").close()
+            time.sleep(0.5)
+        return b"x" * n
+
+    def slow(marker):
+        open(marker, "w").close()
+        time.sleep(60)
+        return "done"
+
+    def spin(seconds):
+        # Hold the GIL (no system call, a long switch interval): the pool's reader thread
+        # cannot take the worker's result out of the pipe meanwhile.
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+
+    case, how, scratch = sys.argv[1], sys.argv[2], sys.argv[3]
+    if how == "exit-at-once":  # what plog's workers did before: os._exit from the handler
+        workers._on_stop = lambda signum, frame: os._exit(128 + signum)
+    pool = WorkerPool(1)
+    pool.submit(result, 1).result()  # the worker is up, its handlers installed
+    pid = next(iter(pool._executor._processes))
+    if case == "while-sending":
+        marker = os.path.join(scratch, "sending")
+        future = pool.submit(result, 1 << 26, marker)
+        while not os.path.exists(marker):
+            time.sleep(0.01)
+        sys.setswitchinterval(1000)
+        spin(3)  # the worker has filled the pipe with the start of its result and waits
+        os.kill(pid, signal.SIGTERM)
+        sys.setswitchinterval(0.005)
+        try:
+            print(len(future.result()), flush=True)
+        except BaseException as e:
+            print(type(e).__name__, flush=True)
+    else:  # "while-running": the task ends at once, its KeyboardInterrupt comes back whole
+        marker = os.path.join(scratch, "started")
+        future = pool.submit(slow, marker)
+        while not os.path.exists(marker):
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGINT)
+        try:
+            print(future.result(), flush=True)
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt", flush=True)
+    pool.shutdown()
+    print("shut down", flush=True)
+""")
+
+
+def run(tmp_path, case: str, how: str = "plog", timeout: float = 60) -> str:
+    return subprocess.run([sys.executable, "-c", CHILD, case, how, str(tmp_path)], capture_output=True, text=True,
+                          timeout=timeout).stdout
+
+
+def test_a_stop_while_a_worker_sends_its_result_lets_the_result_through(tmp_path):
+    assert run(tmp_path, "while-sending").split() == [str(1 << 26), "shut", "down"]
+
+
+def test_a_stop_while_a_worker_runs_its_task_ends_the_task_at_once(tmp_path):
+    assert run(tmp_path, "while-running", timeout=30).split() == ["KeyboardInterrupt", "shut", "down"]
+
+
+def test_the_old_way_of_stopping_workers_hangs_the_pool(tmp_path):
+    """Why engine.workers exists: a worker that exits in the middle of its result hangs the pool."""
+    with pytest.raises(subprocess.TimeoutExpired):
+        run(tmp_path, "while-sending", "exit-at-once", timeout=20)
