@@ -48,13 +48,13 @@ range is a snapshot bounded by the log end at resolve time.
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from plog.engine.errors import InvalidOffsetSpecError, NoOffsetForPartitionError
-from plog.engine.inspect.lookup import parse_timestamp
 
 INT64_MAX = (1 << 63) - 1
 
@@ -130,6 +130,15 @@ def _parse_duration(text: str) -> int:
     return total
 
 
+def _iso_ms(text: str) -> int:
+    """Epoch ms of an ISO-8601 date or date/time (``datetime.fromisoformat``), UTC unless
+    it names a zone. Raises ValueError (OverflowError, OSError out of range)."""
+    when = _dt.datetime.fromisoformat(text)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=_dt.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
 def _parse_one(text: str, now_ms: int | None, *, as_end: bool) -> OffsetSpec:
     """One side: raises :class:`_Bad` with a short reason."""
     if not text:
@@ -154,9 +163,8 @@ def _parse_one(text: str, now_ms: int | None, *, as_end: bool) -> OffsetSpec:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         ms = now - _parse_duration(body[1:])
     elif body.isascii() and body[:1].isdigit():
-        # The date/time forms of the common time language (shared with ``plog lookup``).
         try:
-            ms = parse_timestamp(text)
+            ms = _iso_ms(body)
         except (ValueError, OverflowError, OSError):
             raise _Bad(f"bad timestamp {body!r}") from None
         if ms > INT64_MAX:

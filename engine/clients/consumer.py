@@ -43,7 +43,7 @@ from plog.engine.errors import (
 )
 from plog.engine.storage.log import Log
 from plog.engine.clients.record_io import ConsumerRecord
-from plog.engine.storage.file_names import TopicPartition
+from plog.engine.storage.file_names import LOG_FILE_SUFFIX, REPLICATION_OFFSET_CHECKPOINT, TopicPartition
 from plog.engine.clients.txn_view import read_committed_records, read_uncommitted_records, transaction_state
 
 READ_UNCOMMITTED = "read_uncommitted"
@@ -73,12 +73,12 @@ class _PartitionReader:
         for attempt in (0, 1):
             directory = self.data_dir.partition_path(self.tp)
             try:
-                logs = sorted(e.name for e in os.scandir(directory) if e.name.endswith(".log"))
+                logs = sorted(e.name for e in os.scandir(directory) if e.name.endswith(LOG_FILE_SUFFIX))
                 if not logs:
                     return (directory, 0, 0)
                 # The high watermark moves in the broker directory's checkpoint, after the data.
                 try:
-                    hw = os.stat(directory.parent / "replication-offset-checkpoint")
+                    hw = os.stat(directory.parent / REPLICATION_OFFSET_CHECKPOINT)
                     hw_stamp = (hw.st_mtime_ns, hw.st_size, hw.st_ino)
                 except FileNotFoundError:
                     hw_stamp = None

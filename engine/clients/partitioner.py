@@ -21,6 +21,8 @@ import random as _random
 import struct
 from collections.abc import Callable, Sequence
 
+from plog.formats.java import int32
+
 #: The seed and constants of Kafka's ``Utils.murmur2``.
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -51,7 +53,7 @@ def murmur2(data: bytes) -> int:
     h ^= h >> 13
     h = (h * _M) & _MASK
     h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
+    return int32(h)
 
 
 def to_positive(n: int) -> int:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from plog.formats import compression as _compression
 from plog.formats.record_batch import encode_batch
+from plog.formats.records import increment_sequence
 from plog.formats.errors import UnsupportedCodecError
 
 from plog.engine.cluster.data_dir import DataDir
@@ -386,7 +387,7 @@ class Producer:
         batch.base_offset = info.first_offset
         batch.log_append_time = info.log_append_time
         if self.idempotent:
-            self._sequences[tp] = (seq + len(batch.records)) & 0x7FFFFFFF
+            self._sequences[tp] = increment_sequence(seq, len(batch.records))
 
     def release(self) -> None:
         """Give back a held data directory (``hold_lock``) after a flush; the next send round

@@ -11,7 +11,7 @@ Input (one :class:`ProducerRecord` per line):
 * :func:`parse_jsonl`: the objects ``plog consume --format jsonl`` writes, and the
   ``"type":"record"`` objects of ``plog dump --format jsonl`` (of this version and of older
   ones, which spelled the same fields in camelCase); keys, values and header values in the
-  binary-safe convention of :mod:`plog.engine.binary_json`; headers as the list
+  binary-safe convention of :mod:`plog.formats.binary_json`; headers as the list
   ``[{"key", "value"}]`` or as an object ``{"name": value}``.
 
 Output (one :class:`ConsumerRecord` at a time):
@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _json_str  # C; the ensure_ascii=False escaping
 from typing import Any, Callable
 
-from plog.engine.binary_json import decode_bytes, encode_bytes, encode_headers
+from plog.formats.binary_json import decode_bytes, encode_bytes, encode_headers
+
 from plog.engine.errors import EngineError, InputRecordError
 
 INT32_MAX = (1 << 31) - 1

@@ -66,6 +66,7 @@ from plog.engine.storage.log_manager import LogManager, random_base64_uuid
 from plog.engine.storage.file_names import (
     CLUSTER_METADATA_TOPIC,
     INTERNAL_TOPICS,
+    LOCK_FILE_NAME,
     TopicPartition,
     has_collision,
     parse_partition_dir_name,
@@ -1563,7 +1564,7 @@ def _kafka_broker_state(log_dir: Path) -> str:
     from plog.engine.storage.checkpoints import CleanShutdownFile
     from plog.engine.inspect.inventory import lock_holder
 
-    if (log_dir / ".lock").is_file() and lock_holder(str(log_dir / ".lock"))[1] is not None:
+    if (log_dir / LOCK_FILE_NAME).is_file() and lock_holder(str(log_dir / LOCK_FILE_NAME))[1] is not None:
         return "running"
     return "stopped" if CleanShutdownFile(log_dir).exists() else "unclean"
 

@@ -26,9 +26,10 @@ leaders and replicas per broker.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from plog.formats import java
 
 from plog.engine.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
@@ -49,11 +50,6 @@ class BrokerMetadata:
 
     id: int
     rack: str | None = None
-
-
-def _java_key(text: str) -> bytes:
-    """Orders strings as Java's ``String.compareTo`` (UTF-16 code units)."""
-    return text.encode("utf-16-be", "surrogatepass")
 
 
 def _sorted_brokers(brokers: Iterable[BrokerMetadata]) -> list[BrokerMetadata]:
@@ -77,7 +73,7 @@ def rack_alternated_broker_list(rack_by_broker: Mapping[int, str]) -> list[int]:
     by_rack: dict[str, list[int]] = {}
     for broker, rack in rack_by_broker.items():
         by_rack.setdefault(rack, []).append(broker)
-    queues = [sorted(by_rack[rack]) for rack in sorted(by_rack, key=_java_key)]
+    queues = [sorted(by_rack[rack]) for rack in sorted(by_rack, key=java.compare_key)]
     result: list[int] = []
     depth = 0
     while len(result) < len(rack_by_broker):
@@ -273,57 +269,12 @@ def validate_manual_assignment(assignment: Mapping[int, Sequence[int]], broker_i
 
 # -- kafka-topics.sh --replica-assignment ------------------------------------------------------
 
-_JAVA_INT = re.compile(r"[+-]?\d+")
-
-
-def _java_split(text: str, separator: str) -> list[str]:
-    """``String.split`` with a literal one-character separator: trailing empty strings are
-    dropped (so ``",".split`` gives nothing), and a string without the separator is itself."""
-    parts = text.split(separator)
-    while parts and parts[-1] == "" and len(parts) > 1:
-        parts.pop()
-    if parts == [""] and separator in text:
-        return []
-    return parts
-
-
-def _java_trim(text: str) -> str:
-    """``String.trim``: strips characters <= U+0020 (not Unicode whitespace)."""
-    start, end = 0, len(text)
-    while start < end and text[start] <= " ":
-        start += 1
-    while end > start and text[end - 1] <= " ":
-        end -= 1
-    return text[start:end]
-
-
 def _parse_int(text: str) -> int:
-    """``Integer.parseInt``: optional sign, decimal digits, int32 range."""
-    if not _JAVA_INT.fullmatch(text):
-        raise InvalidReplicaAssignmentError(f'For input string: "{text}"')
-    value = int(text)
-    if not -(1 << 31) <= value < (1 << 31):
+    """``Integer.parseInt``, with its message where Java throws."""
+    value = java.parse_int(text)
+    if value is None:
         raise InvalidReplicaAssignmentError(f'For input string: "{text}"')
     return value
-
-
-def _java_hash_set_order(values: Iterable[int]) -> list[int]:
-    """Iteration order of a ``HashSet<Integer>`` after adding ``values`` in this order: by
-    bucket of ``h ^ (h >>> 16)`` (``h`` the int's bits) for the final table size, then by
-    insertion."""
-    seen: list[int] = []
-    for value in values:
-        if value not in seen:
-            seen.append(value)
-    capacity, threshold = 16, 12
-    while len(seen) > threshold:
-        capacity, threshold = capacity * 2, threshold * 2
-
-    def bucket(value: int) -> int:
-        h = value & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(seen, key=lambda v: (bucket(v), seen.index(v)))
 
 
 def parse_replica_assignment(text: str) -> dict[int, list[int]]:
@@ -333,11 +284,11 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
     messages for a number that does not parse, a broker listed twice in one partition, or a
     partition whose replica count differs from partition 0's."""
     result: dict[int, list[int]] = {}
-    for index, group in enumerate(_java_split(text, ",")):
-        replicas = [_parse_int(_java_trim(part)) for part in _java_split(group, ":")]
+    for index, group in enumerate(java.split(text, ",")):
+        replicas = [_parse_int(java.trim(part)) for part in java.split(group, ":")]
         # ToolsUtils.duplicates: a HashSet of the values seen a second time.
         repeated = [b for i, b in enumerate(replicas) if b in replicas[:i]]
-        duplicates = _java_hash_set_order(repeated)
+        duplicates = java.hash_map_order(repeated, java.integer_hash_code)
         if duplicates:
             raise InvalidReplicaAssignmentError(
                 "Partition replica lists may not contain duplicate entries: " + ",".join(map(str, duplicates))

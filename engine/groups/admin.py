@@ -38,10 +38,11 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, TextIO
 
 from plog.engine.cluster.data_dir import DataDir, ReadOnlyDataDirError
 from plog.engine.errors import (
@@ -494,9 +495,18 @@ def parse_reset_plan(text: str, group_id: str, *, source: str = "<plan>") -> dic
     return plan
 
 
-def read_reset_plan(path: str | Path, group_id: str) -> dict[TopicPartition, int]:
-    """:func:`parse_reset_plan` of the file at ``path``."""
-    return parse_reset_plan(Path(path).read_text(encoding="utf-8"), group_id, source=str(path))
+def read_reset_plan(path: str | Path, group_id: str, *, stdin: TextIO | None = None) -> dict[TopicPartition, int]:
+    """:func:`parse_reset_plan` of the file at ``path`` (``-``: standard input, ``stdin``
+    when given, named ``<stdin>`` in errors). A file that is not UTF-8 text is an
+    :class:`InvalidResetArgumentError` naming the first byte that is not."""
+    if str(path) == "-":
+        return parse_reset_plan((stdin or sys.stdin).read(), group_id, source="<stdin>")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise InvalidResetArgumentError(f"{path}: not a CSV reset plan (not UTF-8 text at byte {e.start})") from None
+    return parse_reset_plan(text, group_id, source=str(path))
 
 
 # -- reset ---------------------------------------------------------------------------------------

@@ -53,9 +53,16 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left, insort
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+
+# Java's orders (formats.java): the names this module has always used for them.
+from plog.formats.java import HashOrder as _JavaHashOrder
+from plog.formats.java import compare_key as _java_key
+from plog.formats.java import hash_map_order as _java_hashmap_order
+from plog.formats.java import string_hash_code as _java_string_hash
+from plog.formats.java import topic_partition_hash_code as _topic_partition_hash
 
 from plog.engine.errors import GroupError
 from plog.engine.storage.file_names import TopicPartition
@@ -116,106 +123,6 @@ class Subscription:
     generation_id: int = -1
     group_instance_id: str | None = None
     rack_id: str | None = None
-
-
-# -- Java's orders --------------------------------------------------------------------------
-
-
-def _java_key(text: str) -> bytes:
-    """A sort key that orders strings as ``String.compareTo`` does (by UTF-16 code unit)."""
-    return text.encode("utf-16-be", "surrogatepass")
-
-
-def _int32(value: int) -> int:
-    value &= 0xFFFFFFFF
-    return value - (1 << 32) if value & 0x80000000 else value
-
-
-def _java_string_hash(text: str) -> int:
-    """``String.hashCode``: ``h = 31 * h + c`` over the UTF-16 code units, int32."""
-    data = _java_key(text)
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", data):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return _int32(h)
-
-
-def _topic_partition_hash(tp: TopicPartition) -> int:
-    """``TopicPartition.hashCode``: ``31 * (31 + partition) + topic.hashCode()``, int32."""
-    return _int32(31 * (31 + tp.partition) + _java_string_hash(tp.topic))
-
-
-def _integer_hash(value: int) -> int:
-    """``Integer.hashCode``: the value itself."""
-    return _int32(value)
-
-
-class _JavaHashOrder:
-    """The iteration order of a ``java.util.HashMap`` (or ``HashSet``) built by ``add``/``remove``.
-
-    Java iterates the table bucket by bucket. ``put`` appends a new key to its bucket's
-    list, ``computeIfAbsent`` puts it at the head (``add(key, at_head=True)``); a resize
-    splits buckets keeping the relative order, a removal unlinks. So the order is (bucket
-    index, position in the bucket), where the bucket is ``spread(hash) & (capacity - 1)``
-    for the table's current capacity, which only grows: 16 (``new HashMap<>()``), doubled
-    whenever the size exceeds ``capacity * 0.75``. Tree bins (9+ keys in one bucket of a
-    64+ table) are not modelled.
-    """
-
-    def __init__(self, hash_fn: Callable[[Hashable], int]):
-        self._hash_fn = hash_fn
-        self._capacity = 0
-        self._threshold = 0
-        self._entries: dict[Hashable, tuple[int, int]] = {}
-        self._sequence = 0
-
-    def add(self, key: Hashable, at_head: bool = False) -> None:
-        """``put(key)``, or ``computeIfAbsent(key)`` with ``at_head``. Both leave an existing
-        key where it is. ``put`` grows the table after inserting when the size passed the
-        threshold; ``computeIfAbsent`` checks before looking the key up, on every call."""
-        if at_head and (self._capacity == 0 or len(self._entries) > self._threshold):
-            self._resize()
-        if key in self._entries:
-            return
-        if self._capacity == 0:
-            self._resize()
-        h = self._hash_fn(key) & 0xFFFFFFFF
-        # Positions: appended keys count up from 1, keys put at the head count down from -1,
-        # so sorting by position gives the bucket's list order.
-        self._sequence += 1
-        self._entries[key] = (h ^ (h >> 16), -self._sequence if at_head else self._sequence)
-        if not at_head and len(self._entries) > self._threshold:
-            self._resize()
-
-    def remove(self, key: Hashable) -> None:
-        self._entries.pop(key, None)
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __iter__(self):
-        mask = self._capacity - 1
-        entries = self._entries
-        return iter(sorted(entries, key=lambda k: ((entries[k][0] & mask), entries[k][1])))
-
-    def first(self) -> Hashable:
-        return next(iter(self))
-
-    def _resize(self) -> None:
-        # HashMap.resize() of a default map: the first table has 16 buckets, then doubling.
-        self._capacity = self._capacity << 1 if self._capacity else 16
-        self._threshold = self._capacity * 3 // 4
-
-
-def _java_hashmap_order(keys: Iterable[Hashable], hash_fn: Callable[[Hashable], int]) -> list:
-    """The iteration order of a default ``HashMap`` after ``put`` of ``keys`` in this order."""
-    order = _JavaHashOrder(hash_fn)
-    for key in keys:
-        order.add(key)
-    return list(order)
 
 
 def _member_order(subscriptions: Mapping[str, Subscription]) -> list[str]:

@@ -62,7 +62,13 @@ from plog.formats.protocol import UnknownRecordTypeError
 
 from plog.engine.errors import EngineError, InvalidTopicError
 from plog.engine.storage.file_records import FileBatches
-from plog.engine.storage.file_names import GROUP_METADATA_TOPIC_NAME, TopicPartition, parse_partition_dir_name
+from plog.engine.storage.file_names import (
+    GROUP_METADATA_TOPIC_NAME,
+    LOG_FILE_SUFFIX,
+    TopicPartition,
+    file_offset,
+    parse_partition_dir_name,
+)
 from plog.engine.clients.txn_view import marker_type
 
 __all__ = [
@@ -79,7 +85,7 @@ __all__ = [
 ]
 
 DEFAULT_NUM_PARTITIONS = 50  # offsets.topic.num.partitions
-LOG_SUFFIX = ".log"
+LOG_SUFFIX = LOG_FILE_SUFFIX
 NO_PRODUCER_ID = -1
 
 
@@ -218,10 +224,9 @@ def _segment_files(directory: Path) -> list[tuple[int, Path]]:
     """(base offset, path) of the ``.log`` files of a partition folder, in offset order."""
     out = []
     for entry in directory.iterdir():
-        name = entry.name
-        stem = name[: -len(LOG_SUFFIX)]
-        if name.endswith(LOG_SUFFIX) and stem.isdigit() and entry.is_file():
-            out.append((int(stem), entry))
+        base = file_offset(entry.name)
+        if entry.name.endswith(LOG_SUFFIX) and base is not None and entry.is_file():
+            out.append((base, entry))
     return sorted(out)
 
 

@@ -14,7 +14,7 @@ Text output reproduces the tool of one Kafka major version (``kafka_version``): 
 Java tool of Kafka 4.x (the default), 3 the Scala tool of Kafka 3.3-3.9 (§19.3-§19.7).
 ``--format jsonl`` (:class:`JsonRenderer`) writes one object per file header, batch,
 record, index entry and report, with every field the text shows plus header values, all
-binary-safe (``engine/binary_json.py``).
+binary-safe (``formats/binary_json.py``).
 
 The engine never prints: ``out`` and ``err`` receive one or more whole lines (joined by
 ``\n``) without the final newline.
@@ -24,41 +24,65 @@ bounded chunks too, so memory stays flat whatever the file sizes.
 
 from __future__ import annotations
 
+import glob
 import json
-import mmap
 import os
 import struct
 from dataclasses import dataclass, field
 from typing import Callable
 
+from plog.formats.binary_json import encode_bytes, encode_headers
 from plog.formats.errors import CorruptIndexError, CorruptSnapshotError, FormatError
-from plog.formats.java_utf8 import java_utf8_decode as _jstr
+from plog.formats.indexes import (
+    OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+    TXN_INDEX_ENTRY_SIZE,
+    iter_offset_entries,
+    iter_time_entries,
+    iter_txn_entries,
+)
+from plog.formats import java
+from plog.formats.java import utf8_decode as _jstr
 from plog.formats.legacy import LegacyBatch
 from plog.formats.records import TIMESTAMP_TYPE_NAMES
 
-from plog.engine.binary_json import encode_bytes, encode_headers
+from plog.engine.errors import NotAKafkaPathError
 from plog.engine.inspect.dump_decoders import Decoder, make_decoder
+from plog.engine.storage.file_names import (
+    BOOTSTRAP_CHECKPOINT,
+    CHECKPOINT_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    TEXT_STATE_FILES,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    InvalidFileNameError,
+    offset_from_file_name,
+    sibling_file,
+)
 from plog.engine.storage.file_records import FileBatches
+from plog.engine.storage.index_file import IndexFile
 
 Line = Callable[[str], None]
 Progress = Callable[[int], None]
 INT32_MAX = 2**31 - 1
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
-#: Index files up to this size are read into memory; larger (hostile or unusual) ones are
-#: mapped read-only so that memory stays flat.
+#: An offset index searched once per time index entry is read into memory up to this size;
+#: a larger (hostile or unusual) one is searched with ``pread``, so that memory stays flat.
 INDEX_READ_LIMIT = 64 << 20
 
 #: Files in a log or partition directory that Kafka's tool ignores and plog prints.
-TEXT_CHECKPOINT_FILES = (
-    "recovery-point-offset-checkpoint",
-    "log-start-offset-checkpoint",
-    "replication-offset-checkpoint",
-    "cleaner-offset-checkpoint",
-    "leader-epoch-checkpoint",
-    "partition.metadata",
-    "meta.properties",
-    ".kafka_cleanshutdown",
-)
+TEXT_CHECKPOINT_FILES = TEXT_STATE_FILES
+#: What DumpLogSegments does with a file, by the suffix after its last ``.``.
+_KIND_BY_SUFFIX = {
+    LOG_FILE_SUFFIX: "log",
+    CHECKPOINT_FILE_SUFFIX: "log",
+    INDEX_FILE_SUFFIX: "index",
+    TIME_INDEX_FILE_SUFFIX: "timeindex",
+    PRODUCER_SNAPSHOT_FILE_SUFFIX: "snapshot",
+    TXN_INDEX_FILE_SUFFIX: "txnindex",
+}
 
 
 @dataclass(frozen=True)
@@ -105,14 +129,37 @@ def file_kind(path: str) -> str | None:
     dot = name.rfind(".")
     if dot < 0:
         return None
-    return {
-        ".log": "log",
-        ".checkpoint": "log",
-        ".index": "index",
-        ".timeindex": "timeindex",
-        ".snapshot": "snapshot",
-        ".txnindex": "txnindex",
-    }.get(name[dot:])
+    return _KIND_BY_SUFFIX.get(name[dot:])
+
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def expand_dump_paths(args: list[str]) -> list[str]:
+    """The files to dump for ``args``, in the order given: a file as it is; a directory,
+    every file under it that :func:`file_kind` knows (in name order, a directory's own files
+    before its subfolders'); a glob that is not a file's name (quoted, so the shell left it),
+    its matches. A path that does not exist is kept, so the dump reports it in turn. A
+    directory without such files, or a glob without a match, is a
+    :class:`NotAKafkaPathError`."""
+    out: list[str] = []
+    for arg in args:
+        if os.path.isdir(arg):
+            found = []
+            for root, dirs, files in os.walk(arg):
+                dirs.sort()
+                found.extend(os.path.join(root, f) for f in sorted(files) if file_kind(f) is not None)
+            if not found:
+                raise NotAKafkaPathError(f"{arg}: no Kafka log, index, snapshot or checkpoint files in this directory")
+            out.extend(found)
+        elif not os.path.exists(arg) and _GLOB_CHARS & set(arg):
+            matches = sorted(glob.glob(arg))
+            if not matches:
+                raise NotAKafkaPathError(f"{arg}: no file matches this pattern")
+            out.extend(expand_dump_paths(matches))
+        else:
+            out.append(arg)
+    return out
 
 
 def java_file_path(path: str) -> str:
@@ -140,28 +187,18 @@ def report_map_order(calls: list[str], scala: bool) -> list[str]:
       bucket, so a bucket lists its keys in reverse insertion order. (Buckets of 8+ keys
       that Java turns into trees are not modelled.)
     """
-    from plog.formats.java_utf8 import java_string_hash
-
+    if not scala:
+        order = java.HashOrder(java.string_hash_code)
+        for key in calls:
+            order.add(key, at_head=True)
+        return list(order)
     capacity = 16
-    inserted: dict[str, int] = {}
+    inserted: dict[str, None] = {}
     for key in calls:
-        threshold = capacity * 3 // 4
-        if (len(inserted) + 1 >= threshold) if scala else (len(inserted) > threshold):
+        if len(inserted) + 1 >= capacity * 3 // 4:
             capacity *= 2
-        inserted.setdefault(key, len(inserted))
-
-    def spread(key: str) -> int:
-        h = java_string_hash(key) & 0xFFFFFFFF
-        return h ^ (h >> 16)
-
-    def sort_key(item: tuple[str, int]):
-        key, index = item
-        h = spread(key)
-        if scala:
-            return (h & (capacity - 1), h - (1 << 32) if h >= 1 << 31 else h, index)
-        return (h & (capacity - 1), -index)
-
-    return [key for key, _ in sorted(inserted.items(), key=sort_key)]
+        inserted.setdefault(key)
+    return java.scala_hash_order(inserted, java.string_hash_code, capacity)
 
 
 def _tt(timestamp_type: int) -> str:
@@ -172,21 +209,13 @@ def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _java_text(text: str) -> str:
-    """A Java String made from bytes with ``new String(bytes, UTF_8)``: header keys were
-    decoded with surrogateescape by the formats layer; Java shows U+FFFD instead."""
-    if text.isascii():
-        return text
-    return _jstr(text.encode("utf-8", "surrogateescape"))
-
-
 def log_header(path: str) -> tuple[str, dict]:
     """The line after ``Dumping <file>`` for a log or KRaft snapshot, and its JSON fields."""
     name = os.path.basename(path)
-    if name.endswith(".checkpoint"):
-        if name == "bootstrap.checkpoint":
+    if name.endswith(CHECKPOINT_FILE_SUFFIX):
+        if name == BOOTSTRAP_CHECKPOINT:
             return "KRaft bootstrap snapshot", {"bootstrap": True}
-        stem = name[: -len(".checkpoint")]
+        stem = name[: -len(CHECKPOINT_FILE_SUFFIX)]
         offset, _, epoch = stem.partition("-")
         try:
             end_offset, end_epoch = int(offset), int(epoch)
@@ -201,8 +230,8 @@ def _base_offset(name: str) -> int:
     """``Long.parseLong(name.split("\\.")[0])``, with a one-line error instead of Java's."""
     stem = name.split(".")[0]
     try:
-        return int(stem)
-    except ValueError:
+        return offset_from_file_name(name)
+    except InvalidFileNameError:
         raise FormatError(f"{name}: the file name does not start with a base offset (For input string: \"{stem}\")") from None
 
 
@@ -268,7 +297,7 @@ class TextRenderer:
             for r, seq in zip(records, sequences):
                 key, value, headers = r.key, r.value, r.headers
                 if headers:
-                    hk = ",".join(_java_text(k) for k, _ in headers)
+                    hk = ",".join(java.string_from_escaped(k) for k, _ in headers)
                 else:
                     hk = ""
                 if decoder is None:
@@ -297,7 +326,7 @@ class TextRenderer:
                     parts.append(f" isValid: {_bool(record.is_valid)} crc: {record.crc}{'}' if v3 else ''}")
                 else:
                     headers = record.headers
-                    keys = ",".join(_java_text(k) for k, _ in headers) if headers else ""
+                    keys = ",".join(java.string_from_escaped(k) for k, _ in headers) if headers else ""
                     parts.append(f" sequence: {sequence} headerKeys: [{keys}]")
                 if control:
                     parts.append(self._control_text(record))
@@ -433,7 +462,8 @@ class JsonRenderer:
         self._emit({"type": "ignored", "file": path})
 
     def log_header(self, path: str, text: str, fields: dict) -> None:
-        self._emit({"type": "file", "file": path, "kind": "snapshot" if path.endswith(".checkpoint") else "log", **fields})
+        self._emit({"type": "file", "file": path, "kind": "snapshot" if path.endswith(CHECKPOINT_FILE_SUFFIX) else "log",
+                    **fields})
 
     def notice(self, path: str, text: str) -> None:
         pass  # Kafka's deprecation notices are not part of the data
@@ -487,7 +517,7 @@ class JsonRenderer:
                 obj["crc"] = record.crc
             else:
                 obj["sequence"] = sequence
-                obj["header_keys"] = [_java_text(k) for k, _ in record.headers]
+                obj["header_keys"] = [java.string_from_escaped(k) for k, _ in record.headers]
                 obj["headers"] = encode_headers(record.headers)
             obj["key"] = encode_bytes(key)
             obj["value"] = encode_bytes(value)
@@ -718,19 +748,18 @@ class DumpRun:
     def _dump_index(self, path: str) -> None:
         name = os.path.basename(path)
         base = _base_offset(name)
-        log_path = os.path.join(os.path.dirname(os.path.abspath(path)), name.split(".")[0] + ".log")
+        log_path = sibling_file(os.path.abspath(path), LOG_FILE_SUFFIX)
         log_size = os.path.getsize(log_path)  # Kafka opens the log first: a missing one is an error
-        with _IndexFile(path, 8) as index:
+        with IndexFile(path, OFFSET_INDEX_ENTRY_SIZE, base, trim_zero_tail=False, missing_ok=False) as index:
             if index.entries == 0:
                 self.renderer.index_empty(path)
                 return
             if self.options.index_sanity_check:
-                self._sanity(path, index, base, "offset")
+                self._sanity(path, index)
                 return
             mismatches: list[tuple[int, int]] = []
             with open(log_path, "rb") as log:
-                for i, (rel, position) in enumerate(index.iter_pairs(">ii")):
-                    offset = base + rel
+                for i, (offset, position) in enumerate(_entries(index, iter_offset_entries)):
                     if offset == base and i > 0:
                         break  # the zero-filled preallocated tail of an active segment
                     last = _first_batch_last_offset(log, log_size, position, self.options.max_message_size, log_path)
@@ -750,16 +779,9 @@ class DumpRun:
                     reports.index_mismatches[abs_path] = sorted({**dict(earlier), **dict(mismatches)}.items(),
                                                                 reverse=True)
 
-    def _sanity(self, path: str, index: "_IndexFile", base: int, kind: str) -> None:
-        from plog.formats import indexes
-
-        name = os.path.abspath(path)
-        first, last = index.first_and_last()
+    def _sanity(self, path: str, index: IndexFile) -> None:
         try:
-            if kind == "offset":
-                indexes.sanity_check_offset_index_ends(index.length, last, base, name)
-            else:
-                indexes.sanity_check_time_index_ends(index.length, first, last, base, name)
+            index.sanity_check(os.path.abspath(path))
         except CorruptIndexError as e:
             # Kafka throws: no "passed" line, and the tool dies (exit 1).
             if self._kafka_dies:
@@ -770,35 +792,31 @@ class DumpRun:
         self.renderer.sanity_passed(path)
 
     def _dump_timeindex(self, path: str) -> None:
-        from plog.formats.indexes import offset_index_lookup
-
         name = os.path.basename(path)
         base = _base_offset(name)
-        directory = os.path.dirname(os.path.abspath(path))
-        stem = name.split(".")[0]
-        log_path = os.path.join(directory, stem + ".log")
+        log_path = sibling_file(os.path.abspath(path), LOG_FILE_SUFFIX)
         # Kafka opens the segment's .log before its indexes: a missing one fails here, first.
         os.stat(log_path)
-        index_path = os.path.join(directory, stem + ".index")
+        index_path = sibling_file(os.path.abspath(path), INDEX_FILE_SUFFIX)
         if self._kafka_dies and not os.path.exists(index_path):
             # Kafka opens the offset index with maxIndexSize -1: a missing one is created
             # (empty) and then rejected, before the time index is read.
             raise FormatError(f"{index_path}: the offset index of {os.path.basename(path)} is missing "
                               "(Kafka: IllegalArgumentException: Invalid max index size: -1)")
-        with _IndexFile(path, 12) as time_index, _IndexFile(index_path, 8, missing_ok=True) as offset_index:
+        with IndexFile(path, TIME_INDEX_ENTRY_SIZE, base, trim_zero_tail=False, missing_ok=False) as time_index, \
+                IndexFile(index_path, OFFSET_INDEX_ENTRY_SIZE, base, trim_zero_tail=False) as offset_index:
             if self.options.index_sanity_check:
-                self._sanity(path, time_index, base, "time")
+                self._sanity(path, time_index)
                 return
             abs_path = os.path.abspath(path)
             reports = self.reports
             v3 = self.options.kafka_version < 4
-            offsets_buf = offset_index.buffer()
+            offset_index.load(INDEX_READ_LIMIT)
             prev_timestamp = -1
-            for i, (timestamp, rel) in enumerate(time_index.iter_pairs(">qi")):
-                offset = base + rel
+            for i, (timestamp, offset) in enumerate(_entries(time_index, iter_time_entries)):
                 if offset == base and i > 0:
                     break
-                position = offset_index_lookup(offsets_buf, offset_index.entries, base, offset).position
+                position = offset_index.offset_lookup(offset).position
                 batch = _find_batch(log_path, position, offset)
                 if batch is None:
                     reports.time_error("time_not_found", abs_path, (offset, -1), v3)
@@ -837,11 +855,9 @@ class DumpRun:
             self.renderer.snapshot_entry(path, entry)
 
     def _dump_txnindex(self, path: str) -> None:
-        from plog.formats.indexes import iter_txn_entries
-
-        _base_offset(os.path.basename(path))
-        with _IndexFile(path, 34) as index:
-            for chunk in index.chunks():
+        base = _base_offset(os.path.basename(path))
+        with IndexFile(path, TXN_INDEX_ENTRY_SIZE, base, trim_zero_tail=False, missing_ok=False) as index:
+            for _, chunk in index.chunks():
                 for txn in iter_txn_entries(chunk, os.path.abspath(path)):
                     self.renderer.txn_entry(path, txn)
 
@@ -941,76 +957,11 @@ def _find_batch(log_path: str, position: int, offset: int) -> tuple[int, int] | 
     return None
 
 
-class _IndexFile:
-    """An index file read without mmap where possible (a broker may truncate it under us):
-    entries = length // entry_size; small files are read whole, large ones chunk by chunk."""
-
-    def __init__(self, path: str, entry_size: int, missing_ok: bool = False):
-        self.path = path
-        self.entry_size = entry_size
-        try:
-            self._f = open(path, "rb")
-        except FileNotFoundError:
-            if not missing_ok:
-                raise
-            self._f = None
-        self.length = 0 if self._f is None else os.fstat(self._f.fileno()).st_size
-        self.entries = self.length // entry_size
-        self._data: bytes | None = None
-        self._map = None
-
-    def __enter__(self) -> "_IndexFile":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._map is not None:
-            self._map.close()
-        if self._f is not None:
-            self._f.close()
-
-    def buffer(self):
-        """All whole entries as one buffer (read, or mapped when very large)."""
-        if self._f is None or self.entries == 0:
-            return b""
-        size = self.entries * self.entry_size
-        if size <= INDEX_READ_LIMIT:
-            if self._data is None:
-                self._f.seek(0)
-                self._data = self._f.read(size)
-            return self._data
-        if self._map is None:
-            self._map = mmap.mmap(self._f.fileno(), size, access=mmap.ACCESS_READ)
-        return self._map
-
-    def chunks(self, chunk_entries: int = 1 << 15):
-        """Whole entries, in bounded chunks."""
-        if self._f is None:
-            return
-        self._f.seek(0)
-        remaining = self.entries * self.entry_size
-        step = chunk_entries * self.entry_size
-        while remaining > 0:
-            data = self._f.read(min(step, remaining))
-            if not data:
-                return
-            data = data[: len(data) - len(data) % self.entry_size]
-            remaining -= len(data)
-            yield data
-
-    def iter_pairs(self, fmt: str):
-        unpack = struct.Struct(fmt).iter_unpack
-        for chunk in self.chunks():
-            yield from unpack(chunk)
-
-    def first_and_last(self) -> tuple[bytes | None, bytes | None]:
-        """The first and last whole entries (what the sanity checks read)."""
-        if self.entries == 0:
-            return None, None
-        self._f.seek(0)
-        first = self._f.read(self.entry_size)
-        self._f.seek((self.entries - 1) * self.entry_size)
-        last = self._f.read(self.entry_size)
-        return first, last
+def _entries(index: IndexFile, decode):
+    """Every whole entry of ``index``, decoded by ``decode`` (``iter_offset_entries`` or
+    ``iter_time_entries``), read in bounded chunks."""
+    for _, chunk in index.chunks():
+        yield from decode(chunk, index.base_offset)
 
 
 __all__ = [
@@ -1020,6 +971,7 @@ __all__ = [
     "JsonRenderer",
     "TEXT_CHECKPOINT_FILES",
     "TextRenderer",
+    "expand_dump_paths",
     "file_kind",
     "java_file_path",
     "report_map_order",

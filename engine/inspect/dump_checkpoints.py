@@ -14,15 +14,18 @@ import os
 
 from plog.formats import checkpoints as cp
 
+from plog.engine.storage.file_names import (
+    CLEAN_SHUTDOWN,
+    LEADER_EPOCH_CHECKPOINT,
+    META_PROPERTIES,
+    OFFSET_CHECKPOINT_FILE_NAMES,
+    PARTITION_METADATA,
+)
+
 #: A checkpoint file is a few lines per partition; anything this big is not one.
 READ_LIMIT = 64 << 20
 
-OFFSET_CHECKPOINTS = (
-    "recovery-point-offset-checkpoint",
-    "log-start-offset-checkpoint",
-    "replication-offset-checkpoint",
-    "cleaner-offset-checkpoint",
-)
+OFFSET_CHECKPOINTS = OFFSET_CHECKPOINT_FILE_NAMES
 
 
 def _read(path: str) -> bytes:
@@ -45,7 +48,7 @@ def render_checkpoint(path: str) -> tuple[list[str], list[dict]]:
             lines.append(f"topic: {topic} partition: {partition} offset: {offset}")
             entries.append({"type": "checkpoint-offset", "topic": topic, "partition": partition, "offset": offset})
         return lines, entries
-    if name == "leader-epoch-checkpoint":
+    if name == LEADER_EPOCH_CHECKPOINT:
         epochs = cp.parse_leader_epoch_checkpoint(data, where)
         lines = [f"Leader epoch checkpoint version: 0 entries: {len(epochs)}"]
         entries = []
@@ -53,16 +56,16 @@ def render_checkpoint(path: str) -> tuple[list[str], list[dict]]:
             lines.append(f"epoch: {e.epoch} startOffset: {e.start_offset}")
             entries.append({"type": "leader-epoch", "epoch": e.epoch, "start_offset": e.start_offset})
         return lines, entries
-    if name == "partition.metadata":
+    if name == PARTITION_METADATA:
         meta = cp.parse_partition_metadata(data, where)
         topic_id = cp.uuid_to_base64url(meta.topic_id)
         return [f"version: {meta.version} topicId: {topic_id}"], [
             {"type": "partition-metadata", "version": meta.version, "topic_id": topic_id}
         ]
-    if name == "meta.properties":
+    if name == META_PROPERTIES:
         props = cp.parse_properties(data)
         return [f"{k}={v}" for k, v in props.items()], [{"type": "meta-properties", "properties": props}]
-    if name == ".kafka_cleanshutdown":
+    if name == CLEAN_SHUTDOWN:
         epoch = cp.parse_clean_shutdown(data, where)
         text = "no broker epoch (an empty marker, as Kafka <= 3.6 writes it)" if epoch is None else f"brokerEpoch: {epoch}"
         return [f"Clean shutdown marker: {text}"], [{"type": "clean-shutdown", "broker_epoch": epoch}]

@@ -24,7 +24,7 @@ import struct
 from typing import Any, Callable
 
 from plog.formats.errors import FormatError
-from plog.formats.java_utf8 import java_utf8_decode
+from plog.formats.java import utf8_decode as java_utf8_decode
 
 #: Kafka's decoder class names, accepted by ``--key-decoder-class``/``--value-decoder-class``.
 KAFKA_DECODER_CLASSES = {

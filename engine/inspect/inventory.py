@@ -60,7 +60,8 @@ from plog.engine.storage.discovery import (
     segment_base_offset,
 )
 from plog.engine.errors import EngineError
-from plog.engine.inspect.lookup import IndexFile
+from plog.engine.storage.index_file import IndexFile
+from plog.engine.storage.file_names import BOOTSTRAP_CHECKPOINT, LOCK_FILE_NAME, file_name
 
 BIG_READ = 64 * 1024
 SMALL_READ = 4 * 1024
@@ -460,7 +461,7 @@ def summarize_partition(info: PartitionInfo, checkpoints: LogDirCheckpoints | No
     for s in summaries:
         problems.extend(s.problems)
         if s.index_path is None and s is not (summaries[-1] if summaries else None):
-            problems.append(f"segment {s.base_offset:020d} has no .index (Kafka recovers it at startup)")
+            problems.append(f"segment {file_name(s.base_offset)} has no .index (Kafka recovers it at startup)")
     leo = summaries[-1].next_offset if summaries else None
     codecs: dict[str, int] = {}
     magics: dict[int, int] = {}
@@ -550,7 +551,7 @@ def summarize_log_dir(info: LogDirInfo, *, quick: bool = False, only: list[Parti
             broker_epoch = marker.read()
         except (FormatError, EngineError, OSError) as e:
             problems.append(f".kafka_cleanshutdown: {e} (Kafka still treats the shutdown as clean)")
-    lock_path = os.path.join(info.path, ".lock")
+    lock_path = os.path.join(info.path, LOCK_FILE_NAME)
     lock_file = os.path.isfile(lock_path)
     checked, pid = lock_holder(lock_path) if lock_file else (True, None)
     ck = read_checkpoints(info.path)
@@ -564,7 +565,7 @@ def summarize_log_dir(info: LogDirInfo, *, quick: bool = False, only: list[Parti
         path=info.path, meta=meta, clean_shutdown=clean, clean_shutdown_broker_epoch=broker_epoch,
         lock_file=lock_file, lock_holder_pid=pid, lock_checked=checked,
         checkpoint_files=[n for n in CHECKPOINT_FILES if n in info.files],
-        bootstrap_checkpoint="bootstrap.checkpoint" in info.files, partitions=parts,
+        bootstrap_checkpoint=BOOTSTRAP_CHECKPOINT in info.files, partitions=parts,
         partial=only is not None, problems=problems)
 
 

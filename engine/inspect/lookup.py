@@ -1,8 +1,9 @@
 """``lookup``: where an offset or a timestamp lives in a Kafka partition, found as Kafka finds it.
 
 Read-only and offline: nothing is locked, written or memory-mapped. Index entries are read
-one by one with ``os.pread`` (a binary search touches about twenty of them), so a file
-that a live broker truncates under us gives a short read, never a SIGBUS.
+one by one with ``os.pread`` (:mod:`plog.engine.storage.index_file`: a binary search touches
+about twenty of them), so a file that a live broker truncates under us gives a short read,
+never a SIGBUS.
 
 **By offset** (the fetch path: ``UnifiedLog.read`` → ``LocalLog.read`` →
 ``LogSegment.read`` → ``translateOffset``, kafka-format.md §7.6-§7.7):
@@ -52,12 +53,10 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from plog.formats.checkpoints import LOG_START_OFFSET_CHECKPOINT
 from plog.formats.compression import CODEC_NAMES
 from plog.formats.errors import FormatError
 from plog.formats.indexes import (
@@ -65,9 +64,6 @@ from plog.formats.indexes import (
     OFFSET_INDEX_KEY,
     TIME_INDEX_ENTRY_SIZE,
     TIME_INDEX_KEY,
-    WARM_SECTION_BYTES,
-    IndexSearchKey,
-    OffsetPosition,
     TimestampOffset,
 )
 from plog.formats.legacy import LegacyBatch
@@ -85,8 +81,17 @@ from plog.engine.storage.discovery import (
     scan_partition,
     segment_base_offset,
 )
-from plog.engine.errors import LogDirError, OffsetOutOfRangeError
+from plog.engine.errors import InvalidOffsetSpecError, LogDirError, OffsetOutOfRangeError
+from plog.engine.offset_spec import INT64_MAX, parse_offset, parse_time
+from plog.engine.storage.file_names import (
+    INDEX_FILE_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT,
+    TIME_INDEX_FILE_SUFFIX,
+    file_name,
+)
 from plog.engine.storage.file_records import FileBatches
+# The read-only index reader; named here too (``lookup.IndexFile``) for older callers.
+from plog.engine.storage.index_file import IndexFile, largest_lower_bound
 
 EARLIEST_TIMESTAMP = -2  # ListOffsetsRequest.EARLIEST_TIMESTAMP
 LATEST_TIMESTAMP = -1  # ListOffsetsRequest.LATEST_TIMESTAMP
@@ -96,145 +101,9 @@ SPECIAL_TIMESTAMPS = {EARLIEST_TIMESTAMP: "earliest", LATEST_TIMESTAMP: "latest"
 #: First read when scanning forward from an index entry: Kafka indexes every 4 KiB, so the
 #: batch sought is almost always within the first read.
 SCAN_CHUNK = 64 * 1024
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
 
 #: Batches listed one by one in a step's data (the count is always exact).
 MAX_LISTED_BATCHES = 50
-
-
-# -- reading index files with pread ------------------------------------------------------
-
-
-class IndexFile:
-    """An offset or time index read entry by entry with ``os.pread`` (no mmap).
-
-    ``slots`` is what Kafka counts in the file (``floor(length / entrySize)``); ``entries``
-    is the number in use: ``slots`` unless the file ends in a zero-filled preallocated tail,
-    whose start is found by binary search (real entries are never all-zero past slot 0:
-    relative offsets and timestamps strictly increase, and no offset index entry has
-    position 0, since a segment's first append is never indexed). A missing file has no
-    entries (``missing`` is True). Use as a context manager, or call :meth:`close`.
-    """
-
-    def __init__(self, path: str | None, entry_size: int, base_offset: int):
-        self.path = path
-        self.entry_size = entry_size
-        self.base_offset = base_offset
-        self.file_length = 0
-        self.slots = 0
-        self.entries = 0
-        self.missing = path is None
-        self._fd: int | None = None
-        self._zero = bytes(entry_size)
-        if path is None:
-            return
-        try:
-            self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            self.missing = True
-            return
-        self.file_length = os.fstat(self._fd).st_size
-        self.slots = self.file_length // entry_size
-        self.entries = self._entries_in_use()
-
-    @property
-    def zero_tail(self) -> int:
-        """Zero-filled slots after the entries in use (a preallocated index)."""
-        return self.slots - self.entries
-
-    def _raw(self, slot: int) -> bytes:
-        data = os.pread(self._fd, self.entry_size, slot * self.entry_size)
-        if len(data) < self.entry_size:  # the file shrank under us: read as the zero tail
-            return self._zero
-        return data
-
-    def _entries_in_use(self) -> int:
-        n = self.slots
-        if n == 0 or self._raw(n - 1) != self._zero:
-            return n
-        lo, hi = 0, n - 1  # hi is known zero; find the first zero slot
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._raw(mid) == self._zero:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
-    def key(self, slot: int, key: IndexSearchKey) -> int:
-        return key.field.unpack_from(self._raw(slot), key.field_offset)[0]
-
-    def offset_entry(self, slot: int) -> OffsetPosition:
-        rel, position = _OFFSET_ENTRY.unpack(self._raw(slot))
-        return OffsetPosition(self.base_offset + rel, position)
-
-    def time_entry(self, slot: int) -> TimestampOffset:
-        timestamp, rel = _TIME_ENTRY.unpack(self._raw(slot))
-        return TimestampOffset(timestamp, self.base_offset + rel)
-
-    def last_offset_entry(self) -> OffsetPosition | None:
-        return self.offset_entry(self.entries - 1) if self.entries else None
-
-    def last_time_entry(self) -> TimestampOffset | None:
-        return self.time_entry(self.entries - 1) if self.entries else None
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self) -> "IndexFile":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def describe(self) -> str:
-        if self.missing:
-            return "missing"
-        text = f"{self.entries} entries"
-        if self.zero_tail:
-            text += f" ({self.zero_tail} zero-filled preallocated slots after them)"
-        return text
-
-
-def largest_lower_bound(index: IndexFile, target: int, key: IndexSearchKey,
-                        probes: list | None = None) -> int:
-    """Kafka's ``largestLowerBoundSlotFor`` over an :class:`IndexFile`: the slot of the
-    largest entry whose ``key`` <= ``target`` (relative to the base offset for offset
-    fields), or -1. Every entry compared is appended to ``probes`` as ``(slot, value)``.
-
-    The same warm-section search as :func:`plog.formats.indexes.largest_lower_bound_slot`,
-    over pread entries instead of a buffer.
-    """
-    entries = index.entries
-    if entries == 0:
-        return -1
-    record = probes.append if probes is not None else (lambda _p: None)
-
-    def read(slot: int) -> int:
-        value = index.key(slot, key)
-        record((slot, value))
-        return value
-
-    first_hot_entry = max(0, entries - 1 - WARM_SECTION_BYTES // key.entry_size)
-    if read(first_hot_entry) < target:
-        lo, hi = first_hot_entry, entries - 1
-    elif read(0) > target:
-        return -1
-    else:
-        lo, hi = 0, first_hot_entry
-    while lo < hi:
-        mid = (lo + hi + 1) >> 1
-        found = read(mid)
-        if found > target:
-            hi = mid - 1
-        elif found < target:
-            lo = mid
-        else:
-            return mid
-    return lo
 
 
 # -- results -----------------------------------------------------------------------------
@@ -472,7 +341,7 @@ def open_partition(path: str | os.PathLike, topic: str | None = None, partition:
         info = scan_partition(os.path.dirname(os.path.abspath(path)))
         seg = next((s for s in info.segments if s.base_offset == base), None)
         if seg is None or seg.log is None:
-            raise LogDirError(f"{path}: segment {base:020d} has no .log file")
+            raise LogDirError(f"{path}: segment {file_name(base)} has no .log file")
         return PartitionView(info, [seg], log_start_offset=base, log_start_source="segment base offset",
                              single_segment=True)
     if kind == "partition":
@@ -607,7 +476,8 @@ def _index_probe(index: IndexFile, kind: str, target: int, slot: int, probes: li
 
 
 def _probe_text(p: IndexProbe, base: int) -> str:
-    name = os.path.basename(p.path) if p.path else f"{base:020d}.{'index' if p.kind == 'offset' else 'timeindex'}"
+    name = os.path.basename(p.path) if p.path else file_name(
+        base, INDEX_FILE_SUFFIX if p.kind == "offset" else TIME_INDEX_FILE_SUFFIX)
     if p.missing:
         return f"{name} is missing: no entry"
     probes = ", ".join(f"[{s}]={v}" for s, v in p.probes) or "none"
@@ -643,27 +513,28 @@ def time_index_lookup(seg: SegmentFiles, timestamp: int) -> tuple[IndexProbe, Ti
 
 # -- offset specs ------------------------------------------------------------------------
 
-_OFFSET_SPEC = re.compile(r"[+-]?\d+")
-
-
 def resolve_offset(view: PartitionView, spec: int | str) -> int:
-    """An offset from the common offset language: an absolute offset, ``earliest`` (the log
-    start offset), ``latest-N``/``-N`` (N before the log end offset) or ``+N`` (N after the
-    log start offset)."""
+    """An offset from the offset language (:func:`plog.engine.offset_spec.parse_offset`): an
+    absolute offset, ``earliest`` (the log start offset), ``latest`` (the log end offset),
+    ``+N`` (N after the log start offset) or ``-N`` (N before the log end offset). Not
+    clamped to the log: an offset outside it is the lookup's "out of range" answer. Raises
+    ``ValueError`` (:class:`InvalidOffsetSpecError`) for anything else, times included."""
     if isinstance(spec, int):
         return spec
-    text = spec.strip()
-    if text == "earliest":
-        return view.log_start_offset
-    if text == "latest":
-        return view.log_end_offset
-    if not _OFFSET_SPEC.fullmatch(text):
-        raise ValueError(f"invalid offset {spec!r}: expected N, +N, -N, earliest or latest")
-    if text.startswith("+"):
-        return view.log_start_offset + int(text[1:])
-    if text.startswith("-"):
-        return view.log_end_offset - int(text[1:])
-    return int(text)
+    try:
+        parsed = parse_offset(spec)
+    except InvalidOffsetSpecError:
+        parsed = None
+    kind, value = (parsed.kind, parsed.value) if parsed is not None else ("invalid", 0)
+    if kind == "offset":
+        return value
+    if kind in ("earliest", "from_start"):
+        return view.log_start_offset + value
+    if kind in ("latest", "from_end"):
+        return view.log_end_offset - value
+    # Times and "committed" are the offset language too, but not a lookup by offset's.
+    raise InvalidOffsetSpecError(f"invalid offset {spec!r}: expected N, +N, -N (N up to {INT64_MAX}), earliest or "
+                                 "latest; a time goes to a lookup by timestamp")
 
 
 # -- lookup by offset --------------------------------------------------------------------
@@ -958,42 +829,25 @@ def _lookup_max_timestamp(view: PartitionView, result: TimestampLookupResult) ->
 
 # -- timestamp specs ---------------------------------------------------------------------
 
-_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
-_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_NAMED_TIMESTAMPS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "max": MAX_TIMESTAMP,
+                     "max-timestamp": MAX_TIMESTAMP}
+_TIMESTAMP_NUMBER = re.compile(r"-?\d+")
 
 
 def parse_timestamp(spec: str, now_ms: int | None = None) -> int:
-    """A timestamp in ms from the common time language: ``earliest`` (-2), ``latest`` (-1),
-    ``max`` (-3), a number of ms (``-1``/``-2``/``-3`` keep Kafka's meaning), ``@<ms>``,
-    ``@<ISO-8601>`` (UTC unless it names a zone) or ``@-<duration>`` (``@-15m``: now minus
-    15 minutes; units ms, s, m, h, d). Raises ``ValueError``."""
-    import datetime as _dt
-    import time as _time
-
+    """A timestamp in ms to look up: ListOffsets' special values by name (``earliest`` -2,
+    ``latest`` -1, ``max`` -3), a number of ms with or without ``@`` (``-1``/``-2``/``-3``
+    keep Kafka's meaning), else a time of the offset/time language
+    (:func:`plog.engine.offset_spec.parse_time`: ``@<ISO-8601>``, UTC unless it names a zone,
+    with or without the ``@``; ``@-<duration>`` such as ``@-15m`` or ``@-1h30m``). Raises
+    ``ValueError`` (:class:`InvalidOffsetSpecError`)."""
     text = spec.strip()
-    named = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "max": MAX_TIMESTAMP,
-             "max-timestamp": MAX_TIMESTAMP}
-    if text in named:
-        return named[text]
+    if text in _NAMED_TIMESTAMPS:
+        return _NAMED_TIMESTAMPS[text]
     body = text[1:] if text.startswith("@") else text
-    if re.fullmatch(r"-?\d+", body):
+    if _TIMESTAMP_NUMBER.fullmatch(body):
         return int(body)
-    if text.startswith("@-"):
-        m = _DURATION.fullmatch(text[2:])
-        if m:
-            now = int(_time.time() * 1000) if now_ms is None else now_ms
-            return now - int(m.group(1)) * _DURATION_MS[m.group(2)]
-    if text.startswith("@"):
-        try:
-            when = _dt.datetime.fromisoformat(body)
-        except ValueError:
-            pass
-        else:
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=_dt.timezone.utc)
-            return int(when.timestamp() * 1000)
-    raise ValueError(f"invalid timestamp {spec!r}: expected ms, @<ms>, @<ISO-8601>, @-<duration> "
-                     "(e.g. @-15m), earliest, latest or max")
+    return parse_time(text, now_ms)
 
 
 __all__ = [

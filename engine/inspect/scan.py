@@ -42,21 +42,22 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Iterable, Iterator, NamedTuple
 
-from crc32c import crc32c as _crc32c
-
+from plog.formats.default_record import HEAD_KEY, HEAD_OFFSET, HEAD_SIZE, HEAD_TIMESTAMP, record_heads
 from plog.formats.errors import FormatError
-from plog.formats.indexes import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
-from plog.formats.record_batch import _ZIGZAG
-from plog.formats.varint import read_varint, read_varlong
+from plog.formats.indexes import OFFSET_INDEX_ENTRY_SIZE, OFFSET_INDEX_KEY, TIME_INDEX_ENTRY_SIZE, TIME_INDEX_KEY
 
 from plog.engine.storage.discovery import NotAKafkaPathError, PartitionInfo, classify, partitions as list_partitions
 from plog.engine.errors import EngineError
+from plog.engine.storage.file_names import LOG_FILE_SUFFIX
 from plog.engine.storage.file_records import FileBatches
 from plog.engine.inspect.inventory import codec_name
-from plog.engine.inspect.lookup import OFFSET_INDEX_KEY, TIME_INDEX_KEY, IndexFile, largest_lower_bound
+from plog.engine.storage.batch_resync import EntryRules, valid_entry_at
+from plog.engine.storage.index_file import IndexFile, largest_lower_bound
 
 #: Bytes per work unit when the caller does not choose: big enough that the ~28 ms fixed
 #: cost of a Spark task is noise, small enough that a 1 GiB segment gives 8 units to
@@ -142,7 +143,7 @@ class ScanFilter:
 
     # Spark data source options are strings: a filter travels as these.
     def to_options(self) -> dict[str, str]:
-        from plog.engine.binary_json import encode_bytes
+        from plog.formats.binary_json import encode_bytes
         import json
 
         out: dict[str, str] = {}
@@ -165,7 +166,7 @@ class ScanFilter:
         """The inverse of :meth:`to_options`, also accepting what a PySpark user writes by
         hand: ``topics`` comma-separated, ``key``/``value_contains`` as plain text, and
         ``offset_lo``/``offset_hi``/``time_lo``/``time_hi`` (``time_*`` in epoch ms)."""
-        from plog.engine.binary_json import decode_bytes
+        from plog.formats.binary_json import decode_bytes
         import json
 
         def get(name):
@@ -256,50 +257,24 @@ def _file_size(path: str) -> int:
         return 0
 
 
-_ENTRY_HEAD = struct.Struct(">qiiB")  # offset/base offset, size, (v2: leader epoch | v0/1: crc), magic
+_ENTRY_HEAD = struct.Struct(">qi")  # offset/base offset, size
 _LAST_OFFSET_DELTA = struct.Struct(">i")
-_CRC_FIELD = struct.Struct(">I")
-#: Bytes per read when an entry's CRC is checked at a candidate cut.
-_CRC_READ_BYTES = 1 << 20
+_SPLIT_POINT_RULES = EntryRules(min_offset=0, legacy=True)
 
 
 def _entry_at(fd: int, position: int, file_size: int) -> tuple[int, int] | None:
     """``(first offset, last offset)`` of the entry at ``position`` when a whole entry
-    with a valid CRC starts there, else None. (v0/v1 compressed wrappers carry their last
-    offset.) A header alone is not enough: inside a batch, bytes that read as a plausible
-    v0/v1 header are common (a zero byte at +16 is magic 0), so only the CRC tells a batch
-    start from the middle of one."""
+    with a valid CRC starts there (:func:`~plog.engine.storage.batch_resync.valid_entry_at`),
+    else None. (v0/v1 compressed wrappers carry their last offset.) A header alone is not
+    enough: inside a batch, bytes that read as a plausible v0/v1 header are common (a zero
+    byte at +16 is magic 0), so only the CRC tells a batch start from the middle of one."""
     head = os.pread(fd, 61, position)
-    if len(head) < 17:
+    if not valid_entry_at(fd, head, 0, position, file_size, _SPLIT_POINT_RULES):
         return None
-    offset, size, _, magic = _ENTRY_HEAD.unpack_from(head, 0)
-    if size < 14 or position + 12 + size > file_size or offset < 0:
-        return None
-    if magic == 2:
-        if len(head) < 61 or size < 49:
-            return None
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(head, 23)
-        if delta < 0 or not _crc_matches(fd, position, size, _CRC_FIELD.unpack_from(head, 17)[0], 21, _crc32c):
-            return None
-        return offset, offset + delta
-    if magic in (0, 1):
-        if not _crc_matches(fd, position, size, _CRC_FIELD.unpack_from(head, 12)[0], 16, zlib.crc32):
-            return None
-        return offset, offset
-    return None
-
-
-def _crc_matches(fd: int, position: int, size: int, stored: int, start: int, crc) -> bool:
-    """Whether the CRC of the entry's bytes ``[start, 12 + size)`` equals ``stored``
-    (read in bounded pieces, whatever the entry's size)."""
-    pos, end, value = position + start, position + 12 + size, 0
-    while pos < end:
-        chunk = os.pread(fd, min(_CRC_READ_BYTES, end - pos), pos)
-        if not chunk:
-            return False
-        value = crc(chunk, value)
-        pos += len(chunk)
-    return value == stored
+    offset, _ = _ENTRY_HEAD.unpack_from(head, 0)
+    if head[16] == 2:
+        return offset, offset + _LAST_OFFSET_DELTA.unpack_from(head, 23)[0]
+    return offset, offset
 
 
 def _checked_position(idx, slot: int, max_offset: int, fd: int, file_size: int, tries: int = 8) -> int:
@@ -420,7 +395,7 @@ def plan_scan(paths: Iterable[str], flt: ScanFilter | None = None, *, unit_bytes
     for path in paths:
         path = os.path.abspath(path)  # rows name segments by absolute path, wherever they run
         if os.path.isfile(path):
-            if path.endswith(".log"):
+            if path.endswith(LOG_FILE_SUFFIX):
                 raise NotAKafkaPathError(f"{path}: a segment file; scan reads directories (plog dump reads one "
                                          f"segment)")
             raise NotAKafkaPathError(f"{path}: not a directory; scan reads data directories, log directories or "
@@ -553,14 +528,7 @@ _HLL_SHIFT = 32 - HLL_P
 _HLL_MASK = (1 << _HLL_SHIFT) - 1
 SIZE_BUCKETS = 32  # bucket b holds sizes in [2**(b-1), 2**b), bucket 0 holds 0
 
-
-def _mix32(h: int) -> int:
-    """MurmurHash3's 32-bit finalizer: spreads CRC32's linear structure over all bits."""
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
-    return h ^ (h >> 16)
+_HEAD_SIZE, _HEAD_TIMESTAMP, _HEAD_KEY = itemgetter(HEAD_SIZE), itemgetter(HEAD_TIMESTAMP), itemgetter(HEAD_KEY)
 
 
 def hll_estimate(registers: bytes | bytearray) -> int:
@@ -720,140 +688,80 @@ def _max(a, b):
 
 
 def _hll_add(registers: bytearray, crc: int) -> None:
-    h = _mix32(crc)
-    rank = _HLL_SHIFT + 1 - (h & _HLL_MASK).bit_length()
-    idx = h >> _HLL_SHIFT
-    if registers[idx] < rank:
-        registers[idx] = rank
+    _hll_add_all(registers, (crc,))
+
+
+def _hll_add_all(registers: bytearray, crcs: Iterable[int]) -> None:
+    """Add 32-bit hashes (CRC-32s) to a HyperLogLog sketch. Each is first spread by
+    MurmurHash3's 32-bit finalizer over all bits (CRC-32 is linear); inlined, as this
+    runs once per record."""
+    shift, mask, top_rank = _HLL_SHIFT, _HLL_MASK, _HLL_SHIFT + 1
+    for h in crcs:
+        h ^= h >> 16
+        h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+        h ^= h >> 13
+        h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+        h ^= h >> 16
+        rank = top_rank - (h & mask).bit_length()
+        idx = h >> shift
+        if registers[idx] < rank:
+            registers[idx] = rank
+
+
+def _add_records(st: PartitionStats, sizes: list[int], timestamps: list[int], keys: list) -> None:
+    """Count records into ``st`` from their sizes, timestamps and keys (parallel lists).
+    Aggregates over whole lists run in C; only the key sketch loops in Python."""
+    if not sizes:
+        return
+    st.records += len(sizes)
+    st.total_record_size += sum(sizes)
+    smallest, largest = min(sizes), max(sizes)
+    st.min_record_size = _min(st.min_record_size, smallest)
+    st.max_record_size = _max(st.max_record_size, largest)
+    hist = st.size_histogram
+    if smallest.bit_length() == largest.bit_length():  # all in one bucket: the usual batch
+        hist[largest.bit_length()] += len(sizes)
+    else:
+        for bucket, n in Counter(map(int.bit_length, sizes)).items():
+            hist[bucket] += n
+    if NO_TIMESTAMP in timestamps:
+        timestamps = [t for t in timestamps if t != NO_TIMESTAMP]
+    if timestamps:
+        st.min_timestamp = _min(st.min_timestamp, min(timestamps))
+        st.max_timestamp = _max(st.max_timestamp, max(timestamps))
+    nulls = keys.count(None)
+    if nulls:
+        st.null_keys += nulls
+        keys = [k for k in keys if k is not None]
+    _hll_add_all(st.key_registers, map(zlib.crc32, keys))
 
 
 def _v2_record_stats(payload, count: int, base_offset: int, base_ts: int, log_append_ts: int | None,
                      st: PartitionStats, flt: ScanFilter | None) -> None:
-    """Walk a v2 records region for the stats: sizes, timestamps and key hashes only (no
-    record objects). Raises CorruptRecordError (position None) when the region does not
-    hold exactly ``count`` well-formed records."""
-    from plog.formats.errors import CorruptRecordError
-
-    zz = _ZIGZAG
-    n = len(payload)
-    pos = 0
-    hist = st.size_histogram
-    regs = st.key_registers
-    crc32 = zlib.crc32
-    mix_shift, mix_mask = _HLL_SHIFT, _HLL_MASK
-    min_ts, max_ts = st.min_timestamp, st.max_timestamp
-    min_size, max_size = st.min_record_size, st.max_record_size
-    total_size = 0
-    null_keys = 0
-    kept = 0
-    check_range = flt is not None and (flt.has_offset_range or flt.has_time_range)
-    try:
-        for _ in range(count):
-            start = pos
-            b = payload[pos]
-            if b < 0x80:
-                length = zz[b]
-                pos += 1
-            elif payload[pos + 1] < 0x80:
-                length = zz[(b & 0x7F) | (payload[pos + 1] << 7)]
-                pos += 2
-            else:
-                length, pos = read_varint(payload, pos)
-            end = pos + length
-            if length < 0 or end > n:
-                raise CorruptRecordError(f"Invalid record size: expected {length} bytes in record payload, but "
-                                         f"instead the buffer has only {n - pos} remaining bytes", None)
-            pos += 1  # attributes
-            b = payload[pos]
-            if b < 0x80:
-                ts_delta = zz[b]
-                pos += 1
-            elif payload[pos + 1] < 0x80:
-                ts_delta = zz[(b & 0x7F) | (payload[pos + 1] << 7)]
-                pos += 2
-            else:
-                ts_delta, pos = read_varlong(payload, pos)
-            b = payload[pos]
-            if b < 0x80:
-                off_delta = zz[b]
-                pos += 1
-            elif payload[pos + 1] < 0x80:
-                off_delta = zz[(b & 0x7F) | (payload[pos + 1] << 7)]
-                pos += 2
-            else:
-                off_delta, pos = read_varint(payload, pos)
-            b = payload[pos]
-            if b < 0x80:
-                klen = zz[b]
-                pos += 1
-            elif payload[pos + 1] < 0x80:
-                klen = zz[(b & 0x7F) | (payload[pos + 1] << 7)]
-                pos += 2
-            else:
-                klen, pos = read_varint(payload, pos)
-            if klen > end - pos:
-                raise CorruptRecordError("Found invalid record structure", None)
-            ts = log_append_ts if log_append_ts is not None else base_ts + ts_delta
-            if check_range and not flt.matches(base_offset + off_delta, ts, None, None, ()):
-                pos = end
-                continue
-            kept += 1
-            size = end - start
-            total_size += size
-            hist[size.bit_length()] += 1
-            if min_size is None or size < min_size:
-                min_size = size
-            if max_size is None or size > max_size:
-                max_size = size
-            if ts != NO_TIMESTAMP:
-                if min_ts is None or ts < min_ts:
-                    min_ts = ts
-                if max_ts is None or ts > max_ts:
-                    max_ts = ts
-            if klen < 0:
-                null_keys += 1
-            else:
-                h = crc32(payload[pos:pos + klen])
-                h ^= h >> 16
-                h = (h * 0x85EBCA6B) & 0xFFFFFFFF
-                h ^= h >> 13
-                h = (h * 0xC2B2AE35) & 0xFFFFFFFF
-                h ^= h >> 16
-                rank = mix_shift + 1 - (h & mix_mask).bit_length()
-                idx = h >> mix_shift
-                if regs[idx] < rank:
-                    regs[idx] = rank
-            pos = end
-    except IndexError:
-        raise CorruptRecordError("Incorrect declared batch size, premature EOF reached", None) from None
-    if pos != n:
-        raise CorruptRecordError("Incorrect declared batch size, records still remaining in file", None)
-    st.records += kept
-    st.min_timestamp, st.max_timestamp = min_ts, max_ts
-    st.min_record_size, st.max_record_size = min_size, max_size
-    st.total_record_size += total_size
-    st.null_keys += null_keys
+    """Add a v2 records region to the stats from its record heads (sizes, timestamps and
+    keys; no values, no record objects). Raises CorruptRecordError (position None), before
+    counting anything, when the region does not frame exactly ``count`` records."""
+    heads = record_heads(payload, count, base_offset, base_ts)
+    if log_append_ts is not None:
+        timestamps = [log_append_ts] * len(heads)
+    else:
+        timestamps = list(map(_HEAD_TIMESTAMP, heads))
+    if flt is not None and (flt.has_offset_range or flt.has_time_range):
+        matches = flt.matches
+        kept = [i for i, ts in enumerate(timestamps) if matches(heads[i][HEAD_OFFSET], ts, None, None, ())]
+        heads = [heads[i] for i in kept]
+        timestamps = [timestamps[i] for i in kept]
+    sizes = list(map(_HEAD_SIZE, heads))
+    _add_records(st, sizes, timestamps, list(map(_HEAD_KEY, heads)))
 
 
 def _legacy_record_stats(batch, st: PartitionStats, flt: ScanFilter | None) -> None:
-    check_range = flt is not None and (flt.has_offset_range or flt.has_time_range)
-    for rec in batch.records():
-        if check_range and not flt.matches(rec.offset, rec.timestamp, None, None, ()):
-            continue
-        st.records += 1
-        # The inner message's entry size: LOG_OVERHEAD + the v0/v1 message overhead + key + value.
-        size = 12 + (14 if rec.magic == 0 else 22) + len(rec.key or b"") + len(rec.value or b"")
-        st.total_record_size += size
-        st.size_histogram[size.bit_length()] += 1
-        st.min_record_size = _min(st.min_record_size, size)
-        st.max_record_size = _max(st.max_record_size, size)
-        if rec.timestamp != NO_TIMESTAMP:
-            st.min_timestamp = _min(st.min_timestamp, rec.timestamp)
-            st.max_timestamp = _max(st.max_timestamp, rec.timestamp)
-        if rec.key is None:
-            st.null_keys += 1
-        else:
-            _hll_add(st.key_registers, zlib.crc32(rec.key))
+    records = batch.records()
+    if flt is not None and (flt.has_offset_range or flt.has_time_range):
+        records = [r for r in records if flt.matches(r.offset, r.timestamp, None, None, ())]
+    # The inner message's entry size: LOG_OVERHEAD + the v0/v1 message overhead + key + value.
+    sizes = [12 + (14 if r.magic == 0 else 22) + len(r.key or b"") + len(r.value or b"") for r in records]
+    _add_records(st, sizes, [r.timestamp for r in records], [r.key for r in records])
 
 
 def _slice_stats(s: ScanSlice, st: PartitionStats, flt: ScanFilter | None) -> None:
@@ -1138,24 +1046,38 @@ def run_units(plan: ScanPlan, task, flt: ScanFilter | None, jobs: int = 1, progr
                 progress(unit.size)
             yield result
         return
-    from concurrent.futures import ProcessPoolExecutor
+    from plog.engine.workers import WorkerPool
 
-    from plog.engine.inspect.verify import sigint_held, worker_exits_on_sigint
+    with WorkerPool(min(jobs, len(units))) as pool:
+        futures = [pool.submit(task, (unit, flt)) for unit in units]
+        for unit, future in zip(units, futures):
+            result = future.result()
+            if progress is not None:
+                progress(unit.size)
+            yield result
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(units)), initializer=worker_exits_on_sigint) as ex:
-        with sigint_held():  # the first submit forks the workers
-            futures = [ex.submit(task, (unit, flt)) for unit in units]
-        try:
-            for unit, future in zip(units, futures):
-                result = future.result()
-                if progress is not None:
-                    progress(unit.size)
-                yield result
-        finally:
-            # The pool cancels what has not started (not f.cancel(): on Python 3.11 a pool
-            # broken by Ctrl-C then fails to set the error on those futures, and its manager
-            # thread prints a traceback).
-            ex.shutdown(wait=True, cancel_futures=True)
+
+def _jsonl_task(args):
+    """One unit's matches as JSON lines, in a worker process: one bytes object (not a
+    record object each, which would cross back to the parent one by one)."""
+    unit, flt = args
+    problems: list = []
+    return b"".join(unit_jsonl(unit, flt, problems=problems)), problems
+
+
+def scan_jsonl(paths: Iterable[str], flt: ScanFilter | None = None, *, jobs: int = 1,
+               unit_bytes: int | None = None, progress=None, problems: list | None = None,
+               plan: ScanPlan | None = None) -> Iterator[bytes]:
+    """The local search: the matching records under ``paths`` as JSON lines
+    (:func:`format_record_jsonl`), one chunk of lines per unit that has matches, in
+    (topic, partition, offset) order, computed in ``jobs`` processes; damage found goes to
+    ``problems`` as in :func:`unit_records`."""
+    plan = plan or plan_scan(paths, flt, unit_bytes=unit_bytes, parallelism=jobs)
+    for data, found in run_units(plan, _jsonl_task, flt, jobs, progress):
+        if problems is not None:
+            problems.extend(found)
+        if data:
+            yield data
 
 
 def scan_stats(paths: Iterable[str], flt: ScanFilter | None = None, *, jobs: int = 1,
@@ -1199,6 +1121,7 @@ __all__ = [
     "merge_stats",
     "plan_scan",
     "run_units",
+    "scan_jsonl",
     "scan_records",
     "scan_stats",
     "unit_batches",

@@ -120,7 +120,6 @@ import bisect
 import os
 import re
 import struct
-import sys
 import zlib
 from array import array
 from collections import deque
@@ -130,14 +129,6 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 from crc32c import crc32c
 
 from plog.formats.checkpoints import (
-    CLEAN_SHUTDOWN,
-    CLEANER_OFFSET_CHECKPOINT,
-    LEADER_EPOCH_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    META_PROPERTIES,
-    PARTITION_METADATA,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
     parse_clean_shutdown,
     parse_leader_epoch_checkpoint,
     parse_meta_properties,
@@ -150,6 +141,8 @@ from plog.formats.indexes import (
     TIME_INDEX_ENTRY_SIZE,
     TXN_INDEX_ENTRY_SIZE,
     iter_txn_entries,
+    offset_entry_columns,
+    time_entry_columns,
 )
 from plog.formats.producer_snapshot import ENTRIES_OFFSET, ENTRY_SIZE, decode_snapshot
 from plog.formats.record_batch import HEADER
@@ -166,6 +159,29 @@ from plog.engine.storage.discovery import (
     scan_partition,
     segment_base_offset,
 )
+from plog.engine.storage.batch_resync import EntryRules, all_zero, find_next_entry, stream_crc
+from plog.engine.storage.index_file import IndexFile
+from plog.engine.storage.file_names import (
+    BOOTSTRAP_CHECKPOINT,
+    CLEAN_SHUTDOWN,
+    CLEANER_OFFSET_CHECKPOINT,
+    INDEX_FILE_SUFFIX,
+    INDEX_FILE_SUFFIXES,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_FILE_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    PARTITION_METADATA,
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    file_name,
+    is_kraft_snapshot_file,
+    partition_dir_name,
+    sibling_file,
+)
 
 ERROR = "error"
 WARNING = "warning"
@@ -178,7 +194,6 @@ _INF = 1 << 80  # above every offset, position and timestamp a file can hold
 _SENTINEL_POS = -1
 _SENTINEL_REL = -(1 << 31)
 _SENTINEL_TS = -(1 << 63)
-_BIG_ENDIAN = sys.byteorder == "big"
 _NO_PENDING = -_INF
 
 #: 1 MiB + 64 KiB: a batch of Kafka's default max.message.bytes (1048588) fits in one read,
@@ -207,9 +222,6 @@ _HOT = struct.Struct(">qi4xbI2xi8xq")
 _ENTRY_HEAD = struct.Struct(">qi")
 _LEGACY_HEAD = struct.Struct(">qiIbb")
 _LEGACY_TS = struct.Struct(">q")
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-_NONZERO = re.compile(rb"[^\x00]")
 
 
 # -- values --------------------------------------------------------------------------------
@@ -373,124 +385,54 @@ def _io_finding(rep: _Reporter, path: str, e: OSError, what: str = "read") -> No
 # -- index files -----------------------------------------------------------------------------
 
 
-class _IndexFile:
-    """An ``.index`` or ``.timeindex`` opened for the walk: pre-checks done, entries streamed.
-
-    ``effective`` is the number of entries before a zero-filled preallocated tail (the tail
-    is reported as a warning and not checked entry by entry, as DumpLogSegments stops there).
-    """
-
-    def __init__(self, path: str, fd: int, length: int, entry_size: int, effective: int):
-        self.path = path
-        self.fd = fd
-        self.length = length
-        self.entry_size = entry_size
-        self.effective = effective
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-    def chunk(self, slot: int) -> tuple[int, array, array]:
-        """Up to 1 MiB of entries from ``slot`` on: ``(count, first, second)`` where the two
-        arrays hold positions and relative offsets (offset index) or relative offsets and
-        timestamps (time index), each followed by one sentinel. Decoded at C speed: the
-        big-endian fields are gathered with strided slice copies and byte-swapped."""
-        size = self.entry_size
-        k = min(self.effective - slot, INDEX_CHUNK_BYTES // size)
-        data = os.pread(self.fd, k * size, slot * size) if k > 0 else b""
-        k = len(data) // size
-        data = data[:k * size]
-        if size == OFFSET_INDEX_ENTRY_SIZE:
-            both = array("i")
-            both.frombytes(data)
-            if not _BIG_ENDIAN:
-                both.byteswap()
-            first, second = both[1::2], both[0::2]  # positions, relative offsets
-            first.append(_SENTINEL_POS)
-            second.append(0)
-        else:
-            ts, rel = bytearray(8 * k), bytearray(4 * k)
-            for j in range(8):
-                ts[j::8] = data[j::12]
-            for j in range(4):
-                rel[j::4] = data[8 + j::12]
-            first, second = array("i"), array("q")
-            first.frombytes(rel)
-            second.frombytes(ts)
-            if not _BIG_ENDIAN:
-                first.byteswap()
-                second.byteswap()
-            first.append(_SENTINEL_REL)
-            second.append(_SENTINEL_TS)
-        return k, first, second
-
-
-def _trailing_zero_bytes(fd: int, length: int) -> int:
-    """How many bytes at the end of the file are zero (read backwards in 1 MiB chunks)."""
-    zeros = 0
-    end = length
-    while end > 0:
-        start = max(0, end - INDEX_CHUNK_BYTES)
-        data = os.pread(fd, end - start, start)
-        if len(data) != end - start:
-            return zeros
-        kept = len(data.rstrip(b"\x00"))
-        zeros += len(data) - kept
-        if kept:
-            return zeros
-        end = start
-    return zeros
+def _index_chunk(index: IndexFile, slot: int) -> tuple[int, array, array]:
+    """Up to ``INDEX_CHUNK_BYTES`` of the index's entries from ``slot`` on (its ``entries``
+    are those before a zero-filled tail): ``(count, first, second)`` where the two arrays
+    hold positions and relative offsets (offset index) or relative offsets and timestamps
+    (time index), each followed by one sentinel."""
+    data = next(index.chunks(slot, chunk_bytes=INDEX_CHUNK_BYTES), (slot, b""))[1]
+    k = len(data) // index.entry_size
+    if index.entry_size == OFFSET_INDEX_ENTRY_SIZE:
+        second, first = offset_entry_columns(data)  # relative offsets, positions
+        first.append(_SENTINEL_POS)
+        second.append(0)
+    else:
+        second, first = time_entry_columns(data)  # timestamps, relative offsets
+        first.append(_SENTINEL_REL)
+        second.append(_SENTINEL_TS)
+    return k, first, second
 
 
 def _open_index(path: str, kind: str, seg_base: int, is_last: bool, rep: _Reporter,
-                stats: VerifyStats) -> _IndexFile | None:
+                stats: VerifyStats) -> IndexFile | None:
     """Open an offset (``kind="offset"``) or time index and run the whole-file checks:
-    Kafka's ``sanityCheck()`` and the zero-filled preallocated tail."""
+    Kafka's ``sanityCheck()`` (on the whole file, zero tail included) and the zero-filled
+    preallocated tail. The index returned counts the entries before that tail."""
+    size = OFFSET_INDEX_ENTRY_SIZE if kind == "offset" else TIME_INDEX_ENTRY_SIZE
     try:
-        fd = os.open(path, os.O_RDONLY)
+        index = IndexFile(path, size, seg_base, trim_zero_tail=False, missing_ok=False)
     except OSError as e:
         _io_finding(rep, path, e, "open")
         return None
     try:
-        length = os.fstat(fd).st_size
+        length, entries = index.file_length, index.slots
         stats.files += 1
         stats.bytes += length
-        size = OFFSET_INDEX_ENTRY_SIZE if kind == "offset" else TIME_INDEX_ENTRY_SIZE
-        entries = length // size
-        name = "Index" if kind == "offset" else "Time index"
-        if length % size:
-            rep(ERROR, "index-sanity", path, entries * size, None,
-                f"{name} file {path} is corrupt, found {length} bytes which is neither positive nor a "
-                f"multiple of {size}")
-        zeros = _trailing_zero_bytes(fd, entries * size) if entries else 0
-        nonzero = entries * size - zeros
-        effective = entries if nonzero >= entries * size else -(-nonzero // size)  # first all-zero slot
-        tail = entries - effective
-        first = os.pread(fd, size, 0) if entries else b""
-        last = os.pread(fd, size, (entries - 1) * size) if entries else b""
-        if len(first) < size or len(last) < size:
-            entries = effective = tail = 0
-        # Kafka's sanityCheck() on the whole file, zero tail included.
+        problems = index.sanity_problems(path)
+        for p in problems:
+            if p.rule == "length":
+                rep(ERROR, "index-sanity", path, entries * size, None, p.message)
+        first, last = index.first_and_last()
+        effective = index.trailing_zero_start() if last is not None else 0
+        tail = entries - effective if last is not None else 0
         kafka_sanity_fails = None
-        if kind == "offset":
-            if entries and _OFFSET_ENTRY.unpack(last)[0] < 0:
-                last_offset = seg_base + _OFFSET_ENTRY.unpack(last)[0]
-                rep(ERROR, "index-sanity", path, (entries - 1) * size, last_offset,
-                    f"Corrupt index found, index file {path} has non-zero size but the last offset is "
-                    f"{last_offset} which is less than the base offset {seg_base}")
-        elif entries:
-            first_ts = _TIME_ENTRY.unpack(first)[0]
-            last_ts, last_rel = _TIME_ENTRY.unpack(last)
-            if last_ts < first_ts:
-                kafka_sanity_fails = (f"Corrupt time index found, time index file ({path}) has non-zero size but "
-                                      f"the last timestamp is {last_ts} which is less than the first timestamp "
-                                      f"{first_ts}")
-                if not tail:
-                    rep(ERROR, "index-sanity", path, (entries - 1) * size, seg_base + last_rel, kafka_sanity_fails)
-            if last_rel < 0:
-                rep(ERROR, "index-sanity", path, (entries - 1) * size, seg_base + last_rel,
-                    f"Corrupt time index found, time index file ({path}) has non-zero size but the last "
-                    f"offset is {seg_base + last_rel} which is less than the first offset {seg_base}")
+        for p in problems:
+            if p.rule == "timestamps":
+                kafka_sanity_fails = p.message
+                if tail:
+                    continue
+            if p.rule != "length":
+                rep(ERROR, "index-sanity", path, (entries - 1) * size, p.offset, p.message)
         if tail:
             what = ("the active segment's index (preallocated to segment.index.bytes and not trimmed: the broker "
                     "did not shut down cleanly, or is running)" if is_last else
@@ -502,13 +444,14 @@ def _open_index(path: str, kind: str, seg_base: int, is_last: bool, rep: _Report
             rep(WARNING, "index-preallocated", path, effective * size, None,
                 f"{tail} of {entries} entries are zero from slot {effective} on: the zero-filled tail of "
                 f"{what}{extra}")
-        return _IndexFile(path, fd, length, size, effective)
+        index.entries = effective
+        return index
     except OSError as e:
-        os.close(fd)
+        index.close()
         _io_finding(rep, path, e)
         return None
     except BaseException:
-        os.close(fd)
+        index.close()
         raise
 
 
@@ -527,7 +470,7 @@ class _LogWalk:
 
     def __init__(self, path: str, seg_base: int, next_base: int | None, is_last: bool, rep: _Reporter,
                  stats: VerifyStats, options: VerifyOptions, progress: Progress | None,
-                 offset_index: _IndexFile | None = None, time_index: _IndexFile | None = None,
+                 offset_index: IndexFile | None = None, time_index: IndexFile | None = None,
                  kind: str = "segment"):
         self.path = path
         self.seg_base = seg_base
@@ -586,7 +529,6 @@ class _LogWalk:
         self.n = 0  # valid bytes in buf
         self.p = 0  # cursor in buf
         self.reported = 0
-        self.scratch: bytearray | None = None
 
     # -- driver ------------------------------------------------------------------------------
 
@@ -668,22 +610,8 @@ class _LogWalk:
         return os.pread(self.fd, size, pos)
 
     def _stream_crc(self, start: int, end: int, crc_func, value: int) -> int:
-        """Continue a CRC over ``[start, end)`` of the file, reading through a scratch buffer."""
-        if self.scratch is None:
-            self.scratch = bytearray(min(1 << 20, len(self.buf)) or 1)
-        view = memoryview(self.scratch)
-        try:
-            pos = start
-            while pos < end:
-                k = min(len(view), end - pos)
-                got = os.preadv(self.fd, [view[:k]], pos)
-                if got <= 0:
-                    return -1
-                value = crc_func(view[:got], value)
-                pos += got
-            return value
-        finally:
-            view.release()
+        """Continue a CRC over ``[start, end)`` of the file (-1 if it ends first)."""
+        return stream_crc(self.fd, start, end, crc_func, value)
 
     # -- the hot loop ----------------------------------------------------------------------------
 
@@ -938,91 +866,15 @@ class _LogWalk:
         return True
 
     def _all_zero(self, pos: int) -> bool:
-        view = memoryview(self.buf)
-        try:
-            while pos < self.fsize:
-                k = min(len(view), self.fsize - pos)
-                got = os.preadv(self.fd, [view[:k]], pos)
-                if got <= 0:
-                    break
-                if _NONZERO.search(view[:got]):
-                    return False
-                pos += got
-        finally:
-            view.release()
-            self.bp, self.n, self.p = pos, 0, 0  # the buffer was overwritten
-        return True
+        return all_zero(self.fd, pos, self.fsize)
 
     def _resync(self, start: int) -> int | None:
-        """The position of the next whole entry with a valid CRC at or after ``start``."""
-        buf, mv, fsize = self.buf, self.mv, self.fsize
-        scan = start
-        while scan + HEADER_UP_TO_MAGIC + 1 <= fsize:
-            got = os.preadv(self.fd, [mv], scan)
-            if got <= 0:
-                break
-            self.bp, self.n, self.p = scan, got, 0
-            # v2 candidates: a magic byte 2 at +16 with the whole 61-byte header in the buffer.
-            # (A negative end would count from the end of the buffer: guard it.)
-            limit = got - (V2_HEADER_SIZE - 17)
-            j = buf.find(b"\x02", 16, limit) if limit > 16 else -1
-            while j >= 0:
-                q = j - 16
-                if self._v2_candidate(q):
-                    self.p = q
-                    return scan + q
-                j = buf.find(b"\x02", j + 1, limit)
-            if self.seen_legacy:
-                q = self._legacy_candidate(got)
-                if q is not None:
-                    self.p = q
-                    return scan + q
-            if scan + got >= fsize:
-                break
-            scan += max(1, got - V2_HEADER_SIZE)
-        self.bp, self.n, self.p = fsize, 0, 0
-        return None
-
-    def _v2_candidate(self, q: int) -> bool:
-        (_, length, _, _, stored, attributes, lod, _, _, _, _, _, count) = HEADER.unpack_from(self.mv, q)
-        if (length < MIN_V2_SIZE or attributes & ~0x7F or (attributes & 7) > 4 or lod < 0 or count < 0
-                or lod + 1 < count):
-            return False
-        stop = q + LOG_OVERHEAD + length
-        if self.bp + stop > self.fsize:
-            return False
-        if stop <= self.n:
-            return crc32c(self.mv[q + V2_CRC_START:stop]) == stored
-        value = crc32c(self.mv[q + V2_CRC_START:self.n])
-        return self._stream_crc(self.bp + self.n, self.bp + stop, crc32c, value) == stored
-
-    def _legacy_candidate(self, got: int) -> int | None:
-        mv, fsize, bp = self.mv, self.fsize, self.bp
-        q, lim = 0, got - (LOG_OVERHEAD + 14)
-        search = _NONZERO.search
-        while q < lim:
-            m = search(mv, q + 8, q + 12)
-            if m is None:  # a zero size field: jump to the next non-zero byte
-                m = search(mv, q + 12, got)
-                if m is None:
-                    return None
-                q = max(q + 1, m.start() - 11)
-                continue
-            magic = mv[q + 16]
-            if magic <= 1:
-                offset, size, stored, _, attributes = _LEGACY_HEAD.unpack_from(mv, q)
-                if (size >= MIN_ENTRY_SIZE + 8 * magic and bp + q + LOG_OVERHEAD + size <= fsize
-                        and (attributes & 7) <= 3 and offset >= 0):
-                    stop = q + LOG_OVERHEAD + size
-                    if stop <= got:
-                        value = zlib.crc32(mv[q + LEGACY_CRC_START:stop])
-                    else:
-                        value = self._stream_crc(bp + got, bp + stop, zlib.crc32,
-                                                 zlib.crc32(mv[q + LEGACY_CRC_START:got]))
-                    if value == stored:
-                        return q
-            q += 1
-        return None
+        """The position of the next whole entry with a valid checksum at or after ``start``
+        (legacy entries too once the segment held one), or None."""
+        found = find_next_entry(self.fd, start, self.fsize, EntryRules(legacy=self.seen_legacy))
+        if found is None:
+            self.bp, self.n, self.p = self.fsize, 0, 0
+        return found
 
     # -- a valid entry ---------------------------------------------------------------------------
 
@@ -1080,7 +932,7 @@ class _LogWalk:
     def _index_refill(self) -> None:
         """Load the chunk of entries from ``islot`` on; after the last, ``ipos`` is infinite."""
         self.ii = 0
-        self.ilen, self.apos, self.arel = self.oidx.chunk(self.islot)
+        self.ilen, self.apos, self.arel = _index_chunk(self.oidx, self.islot)
         if self.ilen:
             self.ipos, self.ioff = self.apos[0], self.seg_base + self.arel[0]
         else:
@@ -1096,7 +948,7 @@ class _LogWalk:
 
     def _time_refill(self) -> None:
         self.ti = 0
-        self.tlen, self.trel, self.ats = self.tidx.chunk(self.tslot)
+        self.tlen, self.trel, self.ats = _index_chunk(self.tidx, self.tslot)
         if self.tlen:
             self.toff, self.tts = self.seg_base + self.trel[0], self.ats[0]
         else:
@@ -1277,29 +1129,21 @@ class SegmentResult(NamedTuple):
 
 def _check_txn_index(path: str, seg_base: int, seg_next: int, rep: _Reporter, stats: VerifyStats) -> None:
     try:
-        fd = os.open(path, os.O_RDONLY)
+        index = IndexFile(path, TXN_INDEX_ENTRY_SIZE, seg_base, trim_zero_tail=False, missing_ok=False)
     except OSError as e:
         _io_finding(rep, path, e, "open")
         return
     try:
-        length = os.fstat(fd).st_size
+        length = index.file_length
         stats.files += 1
         stats.bytes += length
         if length % TXN_INDEX_ENTRY_SIZE:
             rep(WARNING, "txnindex-partial", path, length - length % TXN_INDEX_ENTRY_SIZE, None,
                 f"{length % TXN_INDEX_ENTRY_SIZE} trailing bytes are a partial entry (Kafka ignores them)")
         prev_last = None
-        slot = 0
-        count = length // TXN_INDEX_ENTRY_SIZE
-        per_chunk = INDEX_CHUNK_BYTES // TXN_INDEX_ENTRY_SIZE
-        while slot < count:
-            k = min(per_chunk, count - slot)
-            data = os.pread(fd, k * TXN_INDEX_ENTRY_SIZE, slot * TXN_INDEX_ENTRY_SIZE)
-            k = len(data) // TXN_INDEX_ENTRY_SIZE
-            if not k:
-                break
+        for slot, data in index.chunks(chunk_bytes=INDEX_CHUNK_BYTES):
             view = memoryview(data)
-            for i in range(k):
+            for i in range(len(data) // TXN_INDEX_ENTRY_SIZE):
                 where = slot * TXN_INDEX_ENTRY_SIZE
                 raw = view[i * TXN_INDEX_ENTRY_SIZE:(i + 1) * TXN_INDEX_ENTRY_SIZE]
                 try:
@@ -1335,7 +1179,7 @@ def _check_txn_index(path: str, seg_base: int, seg_next: int, rep: _Reporter, st
     except OSError as e:
         _io_finding(rep, path, e)
     finally:
-        os.close(fd)
+        index.close()
 
 
 def _segment_findings(seg: SegmentFiles, rep: _Reporter, stats: VerifyStats, options: VerifyOptions, *,
@@ -1349,12 +1193,12 @@ def _segment_findings(seg: SegmentFiles, rep: _Reporter, stats: VerifyStats, opt
     rep.repair = repair
     try:
         if seg.index is None:
-            rep(WARNING, "index-missing", seg.log[:-4] + ".index", None, None,
+            rep(WARNING, "index-missing", sibling_file(seg.log, INDEX_FILE_SUFFIX), None, None,
                 "the segment has no offset index; Kafka rebuilds it (recovers the segment) on load")
         else:
             oidx = _open_index(seg.index, "offset", base, is_last, rep, stats)
         if seg.timeindex is None:
-            rep(WARNING, "timeindex-missing", seg.log[:-4] + ".timeindex", None, None,
+            rep(WARNING, "timeindex-missing", sibling_file(seg.log, TIME_INDEX_FILE_SUFFIX), None, None,
                 "the segment has no time index; Kafka creates an empty one on load")
         else:
             tidx = _open_index(seg.timeindex, "time", base, is_last, rep, stats)
@@ -1541,9 +1385,6 @@ def _check_leader_epochs(path: str, leo: int, clean: bool | None, rep: _Reporter
 # -- partitions ------------------------------------------------------------------------------
 
 
-_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
-
-
 def verify_partition(info: PartitionInfo, options: VerifyOptions | None = None,
                      context: PartitionContext | None = None, stats: VerifyStats | None = None,
                      progress: Progress | None = None) -> Iterator[Finding]:
@@ -1581,7 +1422,7 @@ def verify_partition(info: PartitionInfo, options: VerifyOptions | None = None,
     # A .log missing at the end (its index files are here) explains offsets above the log end
     # offset the remaining files show: the checks against it become warnings that say so.
     lost = [b for b in orphans if leo is not None and b >= leo]
-    note = (f" (the .log of segment {lost[0]:020d} is missing: only its index files are here, so the files "
+    note = (f" (the .log of segment {file_name(lost[0])} is missing: only its index files are here, so the files "
             f"end early)" if lost else None)
     if not segments:
         rep(WARNING, "no-segments", info.path, None, None,
@@ -1753,9 +1594,9 @@ def verify_log_dir(log_dir: LogDirInfo, options: VerifyOptions | None = None, st
     rep = _Reporter(stats, options.max_findings_per_check)
     stats.log_dirs += 1
     marks = _log_dir_context(log_dir.path, log_dir.files, log_dir.partitions, rep, stats, report_dir=True)
-    bootstrap = os.path.join(log_dir.path, "bootstrap.checkpoint")
+    bootstrap = os.path.join(log_dir.path, BOOTSTRAP_CHECKPOINT)
     findings = rep.take()
-    if "bootstrap.checkpoint" in log_dir.files:
+    if BOOTSTRAP_CHECKPOINT in log_dir.files:
         findings += list(_verify_batch_file(bootstrap, rep, stats, options, None))
     findings += rep.overflow()
     return findings, {p.path: _context_for(marks, p) for p in log_dir.partitions}
@@ -1808,24 +1649,25 @@ def _plan_file(path: str, options: VerifyOptions, stats: VerifyStats) -> list[_T
     name = os.path.basename(path)
     base = segment_base_offset(path)
     info = scan_partition(os.path.dirname(os.path.abspath(path)))
-    if name.endswith(".snapshot") and base is not None:
+    if name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX) and base is not None:
         return [_Task("snapshot", (path, base), 0)]
-    if name.endswith(".checkpoint") and (name == "bootstrap.checkpoint" or name[:20].isdigit()):
+    if name == BOOTSTRAP_CHECKPOINT or is_kraft_snapshot_file(name):
         return [_Task("batches", (path,), _file_size(path))]
-    if base is not None and name.endswith((".log",) + _INDEX_SUFFIXES):
+    if base is not None and name.endswith((LOG_FILE_SUFFIX, *INDEX_FILE_SUFFIXES)):
         segments = [s for s in info.segments if s.log is not None]
         for k, s in enumerate(segments):
             if s.base_offset == base:
                 prefix = os.path.join(os.path.dirname(path), s.name)
-                seg = SegmentFiles(base, prefix + ".log", s.index and prefix + ".index",
-                                   s.timeindex and prefix + ".timeindex", s.txnindex and prefix + ".txnindex")
+                seg = SegmentFiles(base, prefix + LOG_FILE_SUFFIX, s.index and prefix + INDEX_FILE_SUFFIX,
+                                   s.timeindex and prefix + TIME_INDEX_FILE_SUFFIX,
+                                   s.txnindex and prefix + TXN_INDEX_FILE_SUFFIX)
                 next_base = segments[k + 1].base_offset if k + 1 < len(segments) else None
                 # What a broker's start-up does about this segment, from its log directory.
                 repairs = _startup_repairs(info, segments, _parent_context(info, stats, options)) or {}
                 return [_Task("segment", (seg, next_base is None, next_base, repairs.get(base)),
                               _file_size(seg.log))]
         raise NotAKafkaPathError(f"{path}: the segment has no .log file")
-    if name.endswith(".log"):
+    if name.endswith(LOG_FILE_SUFFIX):
         return [_Task("segment", (SegmentFiles(0, path), True, None, None), _file_size(path))]
     raise NotAKafkaPathError(f"{path}: not a Kafka segment file (.log, .index, .timeindex, .txnindex, .snapshot, "
                              f".checkpoint)")
@@ -1909,7 +1751,7 @@ def _assignment_findings(path: str, kind: str, options: VerifyOptions) -> tuple[
             for broker in replicas:
                 if only is not None and broker != only:
                     continue
-                if not os.path.isdir(os.path.join(root, f"broker-{broker}", f"{topic}-{partition}")):
+                if not os.path.isdir(os.path.join(root, f"broker-{broker}", partition_dir_name((topic, partition)))):
                     missing.setdefault(broker, []).append(partition)
         for broker, parts in sorted(missing.items()):
             shown = ", ".join(map(str, parts[:5])) + (f" and {len(parts) - 5} more" if len(parts) > 5 else "")
@@ -1955,47 +1797,6 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
-def worker_exits_on_sigint() -> None:
-    """``ProcessPoolExecutor`` initializer: on Ctrl-C (a terminal sends SIGINT to the whole
-    process group) or SIGTERM (systemd sends it to every process of the unit) a worker
-    process exits at once and silently. Without it every idle worker prints a
-    KeyboardInterrupt traceback from inside ``multiprocessing`` (the CLI's SIGTERM handler,
-    inherited through fork, raises one too); the parent gets the KeyboardInterrupt, shuts
-    the pool down and reports one line. What a worker was doing ends as a crash would end it
-    (recovery and compaction are crash-safe)."""
-    import signal
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda signum, _frame: os._exit(128 + signum))
-    # Forked while the parent held them (sigint_held): a Ctrl-C or SIGTERM that came
-    # meanwhile is pending here and ends this worker now.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-
-
-class sigint_held:
-    """Context manager: SIGINT and SIGTERM are held (blocked) while worker processes are
-    forked and delivered when it ends. A KeyboardInterrupt raised inside an at-fork callback
-    (logging's lock release runs in the parent after every fork) is printed as "Exception
-    ignored" and lost, so a Ctrl-C in that window would not stop the command. Use around the
-    first ``submit`` to a ``ProcessPoolExecutor`` (which forks its workers). Main thread
-    only; elsewhere a no-op."""
-
-    def __enter__(self):
-        import signal
-        import threading
-
-        self._old = None
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        return self
-
-    def __exit__(self, *exc) -> None:
-        import signal
-
-        if self._old is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, self._old)
-
-
 def verify_paths(paths: Iterable[str], options: VerifyOptions | None = None, *, jobs: int = 1,
                  stats: VerifyStats | None = None, progress: Progress | None = None,
                  tasks: list | None = None) -> Iterator[Finding]:
@@ -2014,11 +1815,10 @@ def verify_paths(paths: Iterable[str], options: VerifyOptions | None = None, *, 
         for task in tasks:
             yield from _run_task(task, options, stats, progress)
         return
-    from concurrent.futures import ProcessPoolExecutor
+    from plog.engine.workers import WorkerPool
 
     window = max(2, jobs * 4)
-    ex = ProcessPoolExecutor(max_workers=min(jobs, heavy), initializer=worker_exits_on_sigint)
-    try:
+    with WorkerPool(min(jobs, heavy)) as pool:
         pending: deque = deque()
         todo = iter(tasks)
         in_flight = 0
@@ -2028,9 +1828,7 @@ def verify_paths(paths: Iterable[str], options: VerifyOptions | None = None, *, 
                 if task is None:
                     break
                 if task.kind == "partition":
-                    with sigint_held():
-                        future = ex.submit(run_task_collected, task, options)
-                    pending.append((task, future))
+                    pending.append((task, pool.submit(run_task_collected, task, options)))
                     in_flight += 1
                 else:
                     pending.append((task, None))
@@ -2046,8 +1844,6 @@ def verify_paths(paths: Iterable[str], options: VerifyOptions | None = None, *, 
             if progress is not None:
                 progress(task.size)
             yield from findings
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True)
 
 
 def verify_path(path: str, options: VerifyOptions | None = None, **kwargs) -> Iterator[Finding]:

@@ -55,21 +55,25 @@ from typing import Callable
 
 from plog.formats.batches import BatchIterator
 from plog.formats.control import ControlRecordType, parse_control_key
-from plog.formats.errors import CorruptRecordError
+from plog.formats.default_record import HEAD_VALUE_POSITION, RecordHead, record_heads
+from plog.formats.errors import CorruptRecordError, FormatError
 from plog.formats.legacy import encode_legacy_batch
 from plog.formats.record_batch import encode_batch, encode_empty_batch
 from plog.formats.records import CREATE_TIME, LOG_APPEND_TIME
-from plog.formats.varint import read_varint
 
 from plog.engine.storage.checkpoints import fsync_dir
 from plog.engine.errors import EngineError
 from plog.engine.storage.log import Log
 from plog.engine.maintenance.offset_map import DEFAULT_LOAD_FACTOR, SkimpyOffsetMap
-from plog.engine.storage.segment import LogSegment, segment_file_prefix
+from plog.engine.storage.segment import LogSegment
+from plog.engine.storage.file_names import (
+    CLEANED_FILE_SUFFIX as CLEANED_SUFFIX,
+    DELETED_FILE_SUFFIX as DELETED_SUFFIX,
+    SEGMENT_FILE_SUFFIXES,
+    SWAP_FILE_SUFFIX as SWAP_SUFFIX,
+    file_name,
+)
 
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-DELETED_SUFFIX = ".deleted"
 DEFAULT_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
 DEFAULT_IO_BUFFER_SIZE = 512 * 1024  # log.cleaner.io.buffer.size
 INT_MAX = (1 << 31) - 1
@@ -391,75 +395,40 @@ def collect_aborted_transactions(log: Log, start_offset: int, upper_bound_offset
 # Keys without values: what the map and the retention check need
 
 
-_ZZ = [(z >> 1) ^ -(z & 1) for z in range(1 << 14)]  # zig-zag of every 1- and 2-byte varint
-
-
 def scan_keys(batch) -> list[tuple[int, bytes | None, bool]]:
-    """``(offset, key, has_value)`` of every record of a batch, without building values or
-    headers (the hot path of the map and of the retention check; a batch is decoded in
-    full only when it must be rebuilt). Legacy batches go through their decoder.
+    """``(offset, key, has_value)`` of every record of a batch (see :func:`keyed_records`).
     Raises CorruptRecordError when the records region does not hold ``records_count``
     records exactly."""
+    flags, rows = keyed_records(batch)
+    return [(offset, key, flags[value_at] != NULL_VALUE) for _, _, offset, _, key, value_at in rows]
+
+
+#: ``flags[row[HEAD_VALUE_POSITION]] == NULL_VALUE`` marks a null value (a tombstone): in a v2
+#: records region, valueLength -1 is the single byte 0x01 (zig-zag).
+NULL_VALUE = 1
+# A legacy record's value flag: index 1 of this holds NULL_VALUE, index 0 does not.
+_LEGACY_VALUE_FLAGS = bytes((0, NULL_VALUE))
+
+
+def keyed_records(batch) -> tuple[bytes, list[RecordHead]]:
+    """``(flags, rows)``: what the offset map and the retention check read of a data batch,
+    without values or headers (a batch is decoded in full only when it must be rebuilt).
+
+    For a v2 batch the rows are its record heads and ``flags`` its records region; a
+    legacy batch is decoded and its records given the heads' shape (offset, timestamp,
+    key, and a value position into a two-byte flag table), so one loop reads both.
+    """
     if batch.magic < 2:
-        return [(r[0], r[2], r[3] is not None) for r in batch.records()]
+        rows = [(None, None, r.offset, r.timestamp, r.key, 1 if r.value is None else 0) for r in batch.records()]
+        return _LEGACY_VALUE_FLAGS, rows
     count = batch.records_count
     if count <= 0:
-        return []
+        return b"", []
     data = batch.records_payload()
-    base = batch.base_offset
-    zz = _ZZ
-    out = []
-    append = out.append
-    pos, n = 0, len(data)
     try:
-        for _ in range(count):
-            b = data[pos]  # length
-            if b < 0x80:
-                length = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                length = zz[(b & 0x7F) | (data[pos + 1] << 7)]
-                pos += 2
-            else:
-                length, pos = read_varint(data, pos)
-            end = pos + length
-            pos += 1  # attributes
-            while data[pos] & 0x80:  # timestampDelta: skipped
-                pos += 1
-            pos += 1
-            b = data[pos]  # offsetDelta
-            if b < 0x80:
-                delta = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                delta = zz[(b & 0x7F) | (data[pos + 1] << 7)]
-                pos += 2
-            else:
-                delta, pos = read_varint(data, pos)
-            b = data[pos]  # keyLength
-            if b < 0x80:
-                klen = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                klen = zz[(b & 0x7F) | (data[pos + 1] << 7)]
-                pos += 2
-            else:
-                klen, pos = read_varint(data, pos)
-            if klen >= 0:
-                key = data[pos:pos + klen]
-                pos += klen
-            else:
-                key = None
-            # valueLength -1 is the single byte 0x01 (zig-zag).
-            append((base + delta, key, data[pos] != 1))
-            if end > n:
-                raise IndexError
-            pos = end
-    except IndexError:
-        raise CorruptRecordError("Incorrect declared batch size, premature EOF reached", batch.position) from None
-    if pos != n:
-        raise CorruptRecordError("Incorrect declared batch size, records still remaining in file", batch.position)
-    return out
+        return data, record_heads(data, count, batch.base_offset, batch.base_timestamp)
+    except FormatError as e:
+        raise e.at(batch.position) if e.position is None else e
 
 
 # =====================================================================================
@@ -636,7 +605,7 @@ class _Cleaner:
                         elif tracker.on_batch(batch):
                             stats.map_records_read += batch.records_count or 0
                         else:
-                            for offset, key, _has_value in scan_keys(batch):
+                            for _, _, offset, _, key, _ in keyed_records(batch)[1]:
                                 if key is not None and offset >= start:
                                     if omap.size < max_desired:
                                         put(md5(key).digest(), offset)
@@ -805,10 +774,10 @@ class _Cleaner:
             tombstones = 0
         else:
             records = None
-            scanned = scan_keys(batch)
-            n = len(scanned)
-            keep = [] if discard_records else self._retained_indexes(batch, scanned, retain_legacy)
-            tombstones = sum(1 for i in keep if not scanned[i][2])
+            flags, rows = keyed_records(batch)
+            n = len(rows)
+            keep = [] if discard_records else self._retained_indexes(batch, flags, rows, retain_legacy)
+            tombstones = sum(1 for i in keep if flags[rows[i][HEAD_VALUE_POSITION]] == NULL_VALUE)
         stats.records_read += n
         if discard_records:
             if is_control:
@@ -860,9 +829,9 @@ class _Cleaner:
             return data, batch.last_offset, batch.max_timestamp, batch.last_offset
         return None
 
-    def _retained_indexes(self, batch, scanned, retain_legacy: bool) -> list[int]:
-        """``Cleaner.shouldRetainRecord`` over the ``(offset, key, has_value)`` of a data
-        batch: the indexes of the records that stay."""
+    def _retained_indexes(self, batch, flags: bytes, rows: list[RecordHead], retain_legacy: bool) -> list[int]:
+        """``Cleaner.shouldRetainRecord`` over the :func:`keyed_records` of a data batch: the
+        indexes of the records that stay."""
         omap = self.map
         latest = omap.latest_offset
         get = omap.get_hash
@@ -875,7 +844,7 @@ class _Cleaner:
             retain_deletes = retain_legacy
         keep = []
         append = keep.append
-        for i, (offset, key, has_value) in enumerate(scanned):
+        for i, (_, _, offset, _, key, value_at) in enumerate(rows):
             if offset > latest:
                 append(i)
                 continue
@@ -883,12 +852,12 @@ class _Cleaner:
                 stats.keyless_records_removed += 1
                 continue
             if offset >= get(md5(key).digest()):
-                if has_value or retain_deletes:
+                if retain_deletes or flags[value_at] != NULL_VALUE:
                     append(i)
                 else:
                     stats.tombstones_removed += 1
                     stats.tombstones_expired += 1
-            elif not has_value:
+            elif flags[value_at] == NULL_VALUE:
                 stats.tombstones_removed += 1
         return keep
 
@@ -953,9 +922,8 @@ class _Cleaner:
 
 
 def _delete_cleaned_files(directory: Path, base: int) -> None:
-    prefix = segment_file_prefix(base)
-    for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-        (directory / f"{prefix}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
+    for suffix in SEGMENT_FILE_SUFFIXES:
+        (directory / file_name(base, suffix + CLEANED_SUFFIX)).unlink(missing_ok=True)
 
 
 # =====================================================================================

@@ -29,6 +29,8 @@ import hashlib
 import mmap
 import struct
 
+from plog.formats.java import int32
+
 BYTES_PER_ENTRY = 24
 HASH_SIZE = 16
 DEFAULT_LOAD_FACTOR = 0.9
@@ -42,12 +44,6 @@ _OFFSET = struct.Struct(">q")
 def _probe_windows(h: bytes) -> tuple[int, ...]:
     """The signed big-endian int32 at each byte position 0..12 of the hash."""
     return tuple(int.from_bytes(h[i:i + 4], "big", signed=True) for i in range(HASH_SIZE - 3))
-
-
-def _java_int(n: int) -> int:
-    """Wrap to a Java int32."""
-    n &= 0xFFFFFFFF
-    return n - (1 << 32) if n & 0x80000000 else n
 
 
 class OffsetMapFullError(Exception):
@@ -139,7 +135,7 @@ class SkimpyOffsetMap:
             if attempt < 13:
                 probe = windows[attempt]
             else:
-                probe = _java_int(last + attempt - 12)
+                probe = int32(last + attempt - 12)
             if probe < 0:
                 probe = 0 if probe == _INT_MIN else -probe
             yield (probe % slots) * BYTES_PER_ENTRY

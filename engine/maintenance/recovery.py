@@ -62,10 +62,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import re
-import struct
-import zlib
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -73,51 +70,60 @@ from typing import Callable, Iterable, Mapping
 
 from crc32c import crc32c
 
-from plog.formats.errors import CorruptIndexError, FormatError
+from plog.formats.errors import FormatError
+from plog.formats.indexes import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
 from plog.formats.legacy import LegacyBatch
-from plog.formats.record_batch import CRC_START, HEADER
+from plog.formats.record_batch import CRC_START
 
 from plog.engine.storage.checkpoints import CleanShutdownFile, OffsetCheckpointFile, fsync_dir
 from plog.engine.storage.log_config import LogConfig
 from plog.engine.storage.discovery import classify, log_dirs, log_start_offset_at_load, segment_base_offset
 from plog.engine.errors import EngineError, LogDirLockedError
+from plog.engine.workers import WorkerPool, held
+from plog.engine.storage.batch_resync import EntryRules, all_zero, find_next_entry
 from plog.engine.storage.file_records import FileBatches
+from plog.engine.storage.index_file import IndexFile
 from plog.engine.storage.loader import (
-    CLEANED,
-    DELETED,
-    INDEX_SUFFIXES,
-    SEGMENT_SUFFIXES,
-    SWAP,
     complete_swaps_and_remove_temp_files,
-    load_log,
+    log_file_names,
+    orphan_index_files,
     segment_recovery_reasons,
     startup_recovery,
+    temp_file_actions,
     txn_index_problem,
 )
 from plog.engine.storage.lock import LogDirLock
+from plog.engine.storage.log import load_log
 from plog.engine.storage.segment import INT_MAX
-from plog.engine.storage.file_names import CLUSTER_METADATA_TOPIC, InvalidTopicError, TopicPartition, parse_partition_dir_name
+from plog.engine.storage.file_names import (
+    CLEANED_FILE_SUFFIX as CLEANED,
+    CLUSTER_METADATA_TOPIC,
+    DELETED_FILE_SUFFIX as DELETED,
+    INDEX_FILE_SUFFIX,
+    INDEX_FILE_SUFFIXES as INDEX_SUFFIXES,
+    LOG_FILE_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT,
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    SEGMENT_FILE_SUFFIXES as SEGMENT_SUFFIXES,
+    SWAP_FILE_SUFFIX as SWAP,
+    TMP_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    InvalidTopicError,
+    file_name,
+    file_offset,
+    parse_partition_dir_name,
+)
 
 Progress = Callable[[int], None]
 
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 QUARANTINE_PREFIX = "quarantine-"
 QUARANTINE_SUFFIX = ".bin"
 
-_LOG = ".log"
-_SNAPSHOT = ".snapshot"
-_OFFSET_ENTRY = 8
-_TIME_ENTRY = 12
 _CHUNK = 1 << 20
-_V2_HEADER = 61
-_LEGACY_MIN = 26  # 12-byte log overhead + the 14-byte v0 message minimum
-_ENTRY_HEAD = struct.Struct(">qi")
-_LEGACY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 #: A resync candidate larger than this is not CRC-checked (bounded work on garbage); see _resync.
 _MIN_CANDIDATE_CAP = 16 << 20
-_NONZERO = re.compile(rb"[^\x00]")
 #: The reason of an index rebuilt only because its segment is revalidated (Kafka's
 #: ``LogSegment.recover`` resets and refills every index of the segment it recovers).
 REVALIDATED = "rebuilt from the batches of the revalidated segment"
@@ -521,79 +527,46 @@ class _LogDirState:
 # -- planning one partition -------------------------------------------------------------------------
 
 
-def _offset_of(name: str) -> int | None:
-    head = name.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
-def _strip(name: str, suffix: str) -> str:
-    return name[: -len(suffix)] if name.endswith(suffix) else name
+#: What the plan says of each kind of the loader's :class:`TempFileAction`.
+_TEMP_FILE_REASONS = {
+    "deleted": "a file deleted asynchronously (.deleted)",
+    "split": "an interrupted split or clean (a .cleaned file at or below its offset): discarded",
+    "cleaned": "an unfinished clean or split (.cleaned)",
+    "replaced": "replaced by the swap segment(s) covering offsets [{lo}, {hi})",
+    "swap": "completes an interrupted swap",
+}
 
 
 def _virtual_listing(directory: Path, plan: PartitionPlan) -> dict[str, str]:
-    """Passes 1-4 of the loader on paper: record what happens to the temporary files and
-    return the folder as it will be afterwards, ``{final name: name on disk now}``."""
-    from plog.engine.storage.loader import _next_offset_of_file
-
+    """Passes 1-4 of the loader on paper (:func:`~plog.engine.storage.loader.temp_file_actions`):
+    record what happens to the temporary files and return the folder as it will be
+    afterwards, ``{final name: name on disk now}``."""
     names = sorted(e.name for e in os.scandir(directory) if e.is_file())
     view = {n: n for n in names}
-    cleaned, swaps = [], []
-    for name in names:
-        if name.endswith(DELETED) and not name.endswith(".checkpoint" + DELETED):
-            plan.temp_files.append(FileAction(name, "delete", "a file deleted asynchronously (.deleted)"))
-            view.pop(name)
-        elif name.endswith(CLEANED):
-            cleaned.append(name)
-        elif name.endswith(SWAP):
-            swaps.append(name)
-    min_cleaned = min((o for o in map(_offset_of, cleaned) if o is not None), default=None)
-    kept = []
-    for name in swaps:
-        off = _offset_of(name)
-        if min_cleaned is not None and off is not None and off >= min_cleaned:
-            plan.temp_files.append(FileAction(name, "delete", "an interrupted split or clean (a .cleaned file at or "
-                                                              "below its offset): discarded"))
-            view.pop(name)
+    actions, bounds = temp_file_actions(directory, names)
+    lo, hi = bounds or (None, None)
+    for action in actions:
+        reason = _TEMP_FILE_REASONS[action.why].format(lo=lo, hi=hi)
+        if action.action == "rename":
+            plan.temp_files.append(FileAction(action.name, "rename", reason, action.target))
+            view.pop(action.name)
+            view[action.target] = action.name
         else:
-            kept.append(name)
-    for name in cleaned:
-        plan.temp_files.append(FileAction(name, "delete", "an unfinished clean or split (.cleaned)"))
-        view.pop(name)
-    swap_logs = [n for n in kept if _strip(n, SWAP).endswith(_LOG) and _offset_of(n) is not None]
-    if swap_logs:
-        lo = min(_offset_of(n) for n in swap_logs)
-        hi = max(_next_offset_of_file(directory / n, _offset_of(n)) for n in swap_logs)
-        for name in list(view):
-            off = _offset_of(name)
-            if (name.endswith(SWAP) or off is None or not lo <= off < hi
-                    or not name.endswith((*SEGMENT_SUFFIXES, _SNAPSHOT))):
-                continue
-            plan.temp_files.append(FileAction(name, "delete", f"replaced by the swap segment(s) covering offsets "
-                                                              f"[{lo}, {hi})"))
-            view.pop(name)
-    for name in kept:
-        final = _strip(name, SWAP)
-        plan.temp_files.append(FileAction(name, "rename", "completes an interrupted swap", final))
-        view.pop(name)
-        view[final] = name
+            plan.temp_files.append(FileAction(action.name, "delete", reason))
+            view.pop(action.name)
     return dict(sorted(view.items()))
 
 
 def _index_problem(path: Path, entry_size: int, min_entries: int) -> str | None:
     """Why an existing index file cannot be trusted, or None: a zero-filled tail (a
     preallocated index nobody trimmed) or a length that is not whole entries."""
-    try:
-        length = os.path.getsize(path)
-    except FileNotFoundError:
-        return None
-    if length % entry_size:
-        return f"{length} bytes is not a whole number of {entry_size}-byte entries"
-    entries = length // entry_size
-    if entries >= min_entries:
-        with open(path, "rb") as f:
-            f.seek((entries - 1) * entry_size)
-            if f.read(entry_size) == bytes(entry_size):
-                return "zero-filled tail (preallocated, never trimmed)"
+    with IndexFile(path, entry_size, 0, trim_zero_tail=False) as index:
+        if index.missing:
+            return None
+        if index.file_length % entry_size:
+            return f"{index.file_length} bytes is not a whole number of {entry_size}-byte entries"
+        if index.slots and index.slots >= min_entries and index.entry_bytes(index.slots - 1) == bytes(entry_size):
+            return "zero-filled tail (preallocated, never trimmed)"
     return None
 
 
@@ -612,25 +585,22 @@ def _partition_segments(directory: Path, view: dict[str, str], plan: PartitionPl
     """The segments as the loader will open them, with their file-level reasons to be
     recovered: Kafka's (``loader.segment_recovery_reasons``) and plog's (an index with a
     zero-filled tail or a partial entry)."""
-    logs = {n for n in view if n.endswith(_LOG) and _offset_of(n) is not None}
-    for name in view:
-        orphan = f"{name.rsplit('.', 1)[0]}{_LOG}" not in logs
-        if name.endswith(INDEX_SUFFIXES) and _offset_of(name) is not None and orphan:
-            plan.orphan_indexes.append(FileAction(view[name], "delete", "an index without its .log"))
+    for name in orphan_index_files(view):
+        plan.orphan_indexes.append(FileAction(view[name], "delete", "an index without its .log"))
     segments = []
-    for name in sorted(logs):
-        base = _offset_of(name)
-        prefix = name[: -len(_LOG)]
+    for name in log_file_names(view):
+        base = file_offset(name)
+        prefix = name[: -len(LOG_FILE_SUFFIX)]
         seg = _Segment(name, view[name], base, os.path.getsize(directory / view[name]))
         index, timeindex, txnindex = (f"{prefix}{s}" for s in INDEX_SUFFIXES)
         txn_problem = txn_index_problem(directory / view[txnindex], base) if txnindex in view else None
         seg.kafka = segment_recovery_reasons(has_offset_index=index in view, txn_index_problem=txn_problem)
         if index in view:
-            problem = _index_problem(directory / view[index], _OFFSET_ENTRY, 1)
+            problem = _index_problem(directory / view[index], OFFSET_INDEX_ENTRY_SIZE, 1)
             if problem:
                 seg.extra.append(f"offset index: {problem}")
         if timeindex in view:
-            problem = _index_problem(directory / view[timeindex], _TIME_ENTRY, 2)
+            problem = _index_problem(directory / view[timeindex], TIME_INDEX_ENTRY_SIZE, 2)
             if problem:
                 seg.extra.append(f"time index: {problem}")
         segments.append(seg)
@@ -644,13 +614,13 @@ def _index_actions(directory: Path, view: dict[str, str], plan: PartitionPlan, s
     why when the file is missing or unusable; a missing time index of a segment that is not
     revalidated is created empty, as Kafka's loader does."""
     for seg in segments[:kept]:
-        prefix = seg.name[: -len(_LOG)]
+        prefix = seg.name[: -len(LOG_FILE_SUFFIX)]
         index, timeindex, txnindex = (f"{prefix}{s}" for s in INDEX_SUFFIXES)
         if not seg.reasons:
             if timeindex not in view:
                 plan.index_rebuilds.append(FileAction(timeindex, "create", "missing: created empty, as Kafka does"))
             continue
-        for name, entry, min_entries in ((index, _OFFSET_ENTRY, 1), (timeindex, _TIME_ENTRY, 2)):
+        for name, entry, min_entries in ((index, OFFSET_INDEX_ENTRY_SIZE, 1), (timeindex, TIME_INDEX_ENTRY_SIZE, 2)):
             problem = "missing" if name not in view else _index_problem(directory / view[name], entry, min_entries)
             plan.index_rebuilds.append(FileAction(name, "rebuild", problem or REVALIDATED))
         if txnindex in view:
@@ -677,7 +647,7 @@ def _plan_partition(part: Path, state: _LogDirState, *, all_segments: bool, salv
         plan.log_start_offset = plan.log_start_checkpoint or 0
     if skipped:
         return plan, extra
-    config = _topic_config(state.resolver, tp_name.rsplit("-", 1)[0] if tp_name else None)
+    config = _topic_config(state.resolver, tp.topic if tp_name is not None else None)
     extra["config"] = config
     view = _virtual_listing(part, plan)
     segments = _partition_segments(part, view, plan)
@@ -690,7 +660,7 @@ def _plan_partition(part: Path, state: _LogDirState, *, all_segments: bool, salv
         start = {"had_clean_shutdown": False, "recovery_point": 0, "why": "--all"}
     elif from_segment is not None:
         start = {"had_clean_shutdown": False, "recovery_point": from_segment,
-                 "why": f"at or after the requested segment {from_segment:020d}"}
+                 "why": f"at or after the requested segment {file_name(from_segment)}"}
     else:
         start = {"had_clean_shutdown": state.clean, "recovery_point": plan.recovery_point, "why": None}
     extra["start"] = start
@@ -747,20 +717,6 @@ def _kind_of(reason: str) -> str:
     if "offset" in low:
         return "invalid offsets"
     return "invalid batch"
-
-
-def _all_zero(path: Path, start: int, end: int) -> bool:
-    with open(path, "rb") as f:
-        f.seek(start)
-        pos = start
-        while pos < end:
-            chunk = f.read(min(_CHUNK, end - pos))
-            if not chunk:
-                break
-            if chunk.count(0) != len(chunk):
-                return False
-            pos += len(chunk)
-    return True
 
 
 def _kafka_scan(path: Path, base: int, size: int, interval: int) -> _Scan:
@@ -916,7 +872,7 @@ def _strict_scan(path: Path, base: int, size: int, upper: int | None, cap: int,
             found = _resync(fd, bad, natural, size, expected, upper, legacy, max(cap, 2 * largest))
             if found is None:
                 out.kafka_tail = kind not in _STRICT_ONLY
-                if _all_zero(path, bad, size):
+                if all_zero(fd, bad, size):
                     kind = "zeros"
                 out.damage.append(_Damage(bad, size, kind, reason, last_good, None))
                 break
@@ -953,106 +909,16 @@ def _first_offset_at(path: Path, position: int) -> int | None:
     return None
 
 
-def _stream_crc(fd: int, start: int, end: int, func, value: int) -> int:
-    pos = start
-    while pos < end:
-        chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
-        if not chunk:
-            return -1
-        value = func(chunk, value)
-        pos += len(chunk)
-    return value
-
-
-def _candidate(fd: int, buf: bytes, q: int, at: int, size: int, expected: int, upper: int | None,
-               legacy: bool, cap: int) -> bool:
-    """Whether a whole valid batch that salvage may keep starts at file position ``at``
-    (``buf[q:]`` holds its first bytes). Cheap header checks come before any CRC."""
-    if len(buf) - q < 17:
-        return False
-    offset, length = _ENTRY_HEAD.unpack_from(buf, q)
-    magic = buf[q + 16]
-    stop = at + 12 + length
-    if length < 14 or length + 12 > cap or stop > size or offset < expected:
-        return False
-    if magic == 2:
-        if length < 49 or len(buf) - q < _V2_HEADER:
-            return False
-        (_, _, _, _, stored, attributes, lod, _, _, _, _, _, count) = HEADER.unpack_from(buf, q)
-        if attributes & ~0x7F or (attributes & 7) > 4 or lod < 0 or count < 0 or count > lod + 1:
-            return False
-        if upper is not None and offset + lod > upper:
-            return False
-        end_in_buf = q + 12 + length
-        if end_in_buf <= len(buf):
-            return crc32c(buf[q + CRC_START:end_in_buf]) == stored
-        return _stream_crc(fd, at + len(buf) - q, stop, crc32c, crc32c(buf[q + CRC_START:])) == stored
-    if magic > 1 or not legacy or length < 14 + 8 * magic or len(buf) - q < 18:
-        return False
-    if upper is not None and offset > upper:
-        return False
-    _, _, stored, _, attributes = _LEGACY_HEAD.unpack_from(buf, q)
-    if attributes & 7 > 3:
-        return False
-    end_in_buf = q + 12 + length
-    if end_in_buf <= len(buf):
-        return zlib.crc32(buf[q + 16:end_in_buf]) == stored
-    return _stream_crc(fd, at + len(buf) - q, stop, zlib.crc32, zlib.crc32(buf[q + 16:])) == stored
-
-
 def _resync(fd: int, bad: int, natural: int | None, size: int, expected: int, upper: int | None,
             legacy: bool, cap: int) -> int | None:
-    """The position of the first batch after ``bad`` that salvage can keep, or None.
-
-    The position the bad entry's own size field points to is tried first (a batch damaged
-    inside keeps its length). Otherwise every position after ``bad`` is a candidate, read
-    in 1 MiB windows: a v2 candidate has magic 2 at +16 (found with ``bytes.find``), and
-    legacy candidates are only considered in a segment that already held legacy entries.
-    A candidate must have a plausible header, a base offset at or above ``expected`` (and
-    below the next segment), a size under ``cap``, and then a valid CRC. The offset test
-    comes before the CRC, so garbage costs one header check per magic byte, and each
-    resync scans forward from ``bad`` only: the work stays linear in the file size.
-    """
-    if natural is not None and bad < natural < size:
-        head = os.pread(fd, _V2_HEADER, natural)
-        if _candidate(fd, head, 0, natural, size, expected, upper, legacy, cap):
-            return natural
-    pos = bad + 1
-    while pos + _LEGACY_MIN <= size:
-        buf = os.pread(fd, _CHUNK + _V2_HEADER, pos)
-        if not buf:
-            return None
-        window = min(_CHUNK, len(buf))
-        hits = []
-        j = buf.find(b"\x02", 16, window + 16)
-        while j >= 0:
-            hits.append(j - 16)
-            j = buf.find(b"\x02", j + 1, window + 16)
-        if legacy:
-            hits = sorted(set(hits) | set(_legacy_hits(buf, window)))
-        for q in hits:
-            if _candidate(fd, buf, q, pos + q, size, expected, upper, legacy, cap):
-                return pos + q
-        pos += window
-    return None
-
-
-def _legacy_hits(buf: bytes, window: int) -> Iterable[int]:
-    """Positions in ``buf[:window]`` whose size field is non-zero and magic is 0 or 1."""
-    q = 0
-    limit = min(window, len(buf) - 18)
-    while q < limit:
-        if buf[q + 8:q + 12] == b"\0\0\0\0":
-            # A zero size cannot start an entry: jump so that the size field's last byte is
-            # the next non-zero byte (zero-filled regions cost one regex search).
-            m = _NONZERO.search(buf, q + 12)
-            if m is None:
-                return
-            q = max(q + 1, m.start() - 11)
-            continue
-        if buf[q + 16] <= 1:
-            yield q
-        q += 1
+    """The position of the first batch after ``bad`` that salvage can keep, or None
+    (:func:`~plog.engine.storage.batch_resync.find_next_entry`). The position the bad entry's
+    own size field points to is tried first (a batch damaged inside keeps its length). A
+    candidate must have a base offset at or above ``expected`` (and below the next segment),
+    a size under ``cap``, and then a valid checksum; legacy candidates are only considered in
+    a segment that already held legacy entries. Each resync scans forward from ``bad`` only:
+    the work stays linear in the file size."""
+    return find_next_entry(fd, bad + 1, size, EntryRules(expected, upper, cap, legacy), first_try=natural)
 
 
 def _predict_validation(part: Path, plan: PartitionPlan, segments: list[_Segment], config: LogConfig,
@@ -1085,7 +951,7 @@ def _predict_validation(part: Path, plan: PartitionPlan, segments: list[_Segment
                                          scan.error or "", scan.next_offset,
                                          _loss(path, seg, upper, cap, scan.valid_bytes))
             for j, later in enumerate(segments[i + 1:], i + 1):
-                prefix = later.name[: -len(_LOG)]
+                prefix = later.name[: -len(LOG_FILE_SUFFIX)]
                 nxt = segments[j + 1].base - 1 if j + 1 < len(segments) else None
                 plan.deleted_segments.append(FileAction(later.name, "delete", f"follows the truncation in {seg.name}",
                                                         loss=_loss(part / later.disk, later, nxt, cap, 0)))
@@ -1121,17 +987,14 @@ def _plan_salvage(plan: PartitionPlan, seg: _Segment, strict: _StrictScan, is_la
 
 def _read_next_offset(part: Path, seg: _Segment, view: dict[str, str]) -> int:
     """``readNextOffset`` read-only: from the offset index's last entry to the end."""
-    prefix = seg.name[: -len(_LOG)]
+    prefix = seg.name[: -len(LOG_FILE_SUFFIX)]
     start = 0
-    index = view.get(f"{prefix}.index")
-    if index is not None and _index_problem(part / index, _OFFSET_ENTRY, 1) is None:
-        length = os.path.getsize(part / index)
-        if length >= _OFFSET_ENTRY:
-            with open(part / index, "rb") as f:
-                f.seek(length - _OFFSET_ENTRY)
-                _, position = struct.unpack(">ii", f.read(_OFFSET_ENTRY))
-            if 0 <= position < seg.size:
-                start = position
+    index = view.get(prefix + INDEX_FILE_SUFFIX)
+    if index is not None and _index_problem(part / index, OFFSET_INDEX_ENTRY_SIZE, 1) is None:
+        with IndexFile(part / index, OFFSET_INDEX_ENTRY_SIZE, seg.base, trim_zero_tail=False) as idx:
+            last = idx.last_offset_entry()
+        if last is not None and 0 <= last.position < seg.size:
+            start = last.position
     nxt = seg.base
     try:
         for batch in FileBatches(part / seg.disk, start, seg.size):
@@ -1166,11 +1029,12 @@ def _predict_end_state(part: Path, plan: PartitionPlan, segments: list[_Segment]
     plan.log_end_offset = leo
     plan.new_recovery_point = leo
     plan.new_log_start_offset = log_start_offset_at_load(plan.log_start_checkpoint, bases[0])
-    names = {o: n for o, n in ((_offset_of(n), n) for n in view if n.endswith(_SNAPSHOT)) if o is not None}
+    names = {o: n for o, n in ((file_offset(n), n) for n in view if n.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX))
+             if o is not None}
     deleted = _snapshot_deletions(part, view, names, bases, leo, plan.new_log_start_offset)
     plan.snapshots_deleted = [deleted[o] for o in sorted(deleted)]
     if leo > plan.new_log_start_offset and leo not in set(names) - set(deleted):
-        plan.snapshot_written = f"{leo:020d}{_SNAPSHOT}"
+        plan.snapshot_written = file_name(leo, PRODUCER_SNAPSHOT_FILE_SUFFIX)
 
 
 def _snapshot_deletions(part: Path, view: dict[str, str], names: dict[int, str], bases: list[int], leo: int,
@@ -1181,7 +1045,7 @@ def _snapshot_deletions(part: Path, view: dict[str, str], names: dict[int, str],
     from plog.engine.storage.producer_state import read_snapshot, snapshot_out_of_range, stray_snapshots
 
     def name(o: int) -> str:
-        return f"{o:020d}{_SNAPSHOT}"
+        return file_name(o, PRODUCER_SNAPSHOT_FILE_SUFFIX)
 
     out: dict[int, SnapshotDeletion] = {}
     for o, later in stray_snapshots(names, bases).items():
@@ -1216,7 +1080,7 @@ def _why_untouched(start: dict) -> str:
         return ("the log directory was shut down cleanly (.kafka_cleanshutdown): a broker's start-up revalidates no "
                 "segment")
     if start["why"] and start["why"].startswith("at or after"):
-        return f"it lies before the requested segment {start['recovery_point']:020d}"
+        return f"it lies before the requested segment {file_name(start['recovery_point'])}"
     return (f"it lies below the recovery point {start['recovery_point']}: a broker's start-up trusts what it "
             "flushed and does not revalidate it")
 
@@ -1232,7 +1096,7 @@ def _check_untouched(part: Path, plan: PartitionPlan, segments: list[_Segment], 
     for i, seg in enumerate(segments):
         if seg.reasons:
             continue
-        prefix = seg.name[: -len(_LOG)]
+        prefix = seg.name[: -len(LOG_FILE_SUFFIX)]
         companion = [str(part / view[n]) if n in view else None for n in (f"{prefix}{s}" for s in INDEX_SUFFIXES)]
         files = SegmentFiles(seg.base, str(part / seg.disk), *companion)
         is_last = i == len(segments) - 1
@@ -1260,8 +1124,7 @@ def _checkpoint_changes(state: _LogDirState, results: list[tuple[str, int, int, 
     base)`` of the recovered partitions; also returns the new maps by file name."""
     rp, ls, hw = dict(state.recovery_points), dict(state.log_starts), dict(state.high_watermarks)
     for tp_name, leo, lso, first_base in results:
-        topic, _, partition = tp_name.rpartition("-")
-        key = TopicPartition(topic, int(partition))
+        key = parse_partition_dir_name(tp_name)[0]
         rp[key] = leo
         if lso > first_base:
             ls[key] = lso
@@ -1319,7 +1182,7 @@ def quarantine_file_name(base_offset: int, position: int) -> str:
     partition as if the file were not there, and it is never deleted, renamed or replayed.
     The position is the range's byte position in the segment as it was before salvage.
     """
-    return f"{QUARANTINE_PREFIX}{base_offset:020d}-{position}{QUARANTINE_SUFFIX}"
+    return f"{QUARANTINE_PREFIX}{file_name(base_offset)}-{position}{QUARANTINE_SUFFIX}"
 
 
 def _copy_range(src_fd: int, dst_fd: int, start: int, end: int) -> None:
@@ -1336,7 +1199,7 @@ def _copy_range(src_fd: int, dst_fd: int, start: int, end: int) -> None:
 
 def _write_file(path: Path, src_fd: int, ranges: Iterable[tuple[int, int]]) -> None:
     """Write the bytes of ``ranges`` of ``src_fd`` to ``path`` durably (tmp, fsync, rename)."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(path.name + TMP_FILE_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for start, end in ranges:
@@ -1384,21 +1247,21 @@ def _rewrite_segment(directory: Path, base: int, keep: list[tuple[int, int]], qu
     The new segment's indexes are empty; the caller has the loader recover the segment,
     which rebuilds them from the kept batches.
     """
-    prefix = f"{base:020d}"
+    prefix = file_name(base)
     old = {s: directory / f"{prefix}{s}" for s in SEGMENT_SUFFIXES}
-    src_fd = os.open(old[_LOG], os.O_RDONLY)
+    src_fd = os.open(old[LOG_FILE_SUFFIX], os.O_RDONLY)
     try:
         for q in quarantine:
             name = _unique_quarantine(directory, q.quarantine_file, src_fd, q.position, q.position + q.length)
             q.quarantine_file = name
             _write_file(directory / name, src_fd, [(q.position, q.position + q.length)])
-            actions.append(f"quarantined {q.length} bytes at position {q.position} of {prefix}{_LOG} "
+            actions.append(f"quarantined {q.length} bytes at position {q.position} of {prefix}{LOG_FILE_SUFFIX} "
                            f"({q.kind}) in {name}")
         fsync_dir(directory)
-        news = [s for s in SEGMENT_SUFFIXES if s != ".txnindex" or old[s].exists()]
+        news = [s for s in SEGMENT_SUFFIXES if s != TXN_INDEX_FILE_SUFFIX or old[s].exists()]
         for suffix in news:
             target = directory / f"{prefix}{suffix}{CLEANED}"
-            if suffix == _LOG:
+            if suffix == LOG_FILE_SUFFIX:
                 _write_file(target, src_fd, keep)
             else:
                 _write_file(target, src_fd, [])
@@ -1419,7 +1282,7 @@ def _rewrite_segment(directory: Path, base: int, keep: list[tuple[int, int]], qu
         (directory / f"{prefix}{suffix}{DELETED}").unlink(missing_ok=True)
     fsync_dir(directory)
     kept = sum(e - s for s, e in keep)
-    actions.append(f"rewrote {prefix}{_LOG} through {CLEANED}/{SWAP} with its {kept} valid bytes")
+    actions.append(f"rewrote {prefix}{LOG_FILE_SUFFIX} through {CLEANED}/{SWAP} with its {kept} valid bytes")
 
 
 def _salvage(part: Path, plan: PartitionPlan, extra: dict, report: PartitionRecovery) -> list[int]:
@@ -1520,12 +1383,12 @@ def _fill_from_load(report: PartitionRecovery, log, plan: PartitionPlan) -> None
     load = log.load_report
     report.actions.extend(load.actions)
     # Segments deleted after a truncation are renamed to .deleted first: report their names.
-    report.deleted_files.extend(_strip(n, DELETED) for n in load.deleted_files)
+    report.deleted_files.extend(n.removesuffix(DELETED) for n in load.deleted_files)
     rebuilt = {a.file for a in plan.index_rebuilds if a.action == "rebuild"}
     for r in load.recovered_segments:
-        name = f"{r.base_offset:020d}{_LOG}"
+        name = file_name(r.base_offset, LOG_FILE_SUFFIX)
         report.revalidated.append(name)
-        report.rebuilt_indexes.extend(n for n in (f"{r.base_offset:020d}{s}" for s in INDEX_SUFFIXES)
+        report.rebuilt_indexes.extend(n for n in (file_name(r.base_offset, s) for s in INDEX_SUFFIXES)
                                       if n in rebuilt)
         if r.truncated_bytes:
             position = r.valid_bytes
@@ -1550,15 +1413,16 @@ _worker_queue = None
 def _init_worker(queue) -> None:
     global _worker_queue
     _worker_queue = queue
-    from plog.engine.inspect.verify import worker_exits_on_sigint
-
-    worker_exits_on_sigint()  # Ctrl-C: no traceback per worker; a partition cut short recovers next time
 
 
 def _worker(task: _Task) -> PartitionRecovery:
     queue = _worker_queue
     index = task.index
-    return _recover_partition(task, (lambda n: queue.put((index, n))) if queue is not None else None)
+    def progress(n: int) -> None:
+        with held():  # a stop must not cut the message in two (engine.workers)
+            queue.put((index, n))
+
+    return _recover_partition(task, progress if queue is not None else None)
 
 
 def _run(tasks: list[_Task], jobs: int, progress: Progress | None) -> dict[int, PartitionRecovery]:
@@ -1579,12 +1443,9 @@ def _run(tasks: list[_Task], jobs: int, progress: Progress | None) -> dict[int, 
             if progress is not None:
                 progress(n)
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx, initializer=_init_worker,
-                             initargs=(queue,)) as pool:
-        from plog.engine.inspect.verify import sigint_held
-
-        with sigint_held():  # the first submit forks the workers
-            futures = {pool.submit(_worker, t): t for t in tasks}
+    # A partition cut short by Ctrl-C recovers at the next run (engine.workers).
+    with WorkerPool(min(jobs, len(tasks)), mp_context=ctx, initializer=_init_worker, initargs=(queue,)) as pool:
+        futures = {pool.submit(_worker, t): t for t in tasks}
         pending = set(futures)
         try:
             while pending:
@@ -1599,7 +1460,7 @@ def _run(tasks: list[_Task], jobs: int, progress: Progress | None) -> dict[int, 
                                                                 f"the worker process died: {e}")
         except KeyboardInterrupt:
             # Ctrl-C: partitions not started stay as they are (the next run recovers them).
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown()
             raise
     drain()
     for index, report in results.items():

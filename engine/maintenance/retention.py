@@ -29,7 +29,7 @@ only. Each pass selects (``deletableSegments``), then deletes (``deleteSegments`
 ``*.deleted`` oldest first, each one's ``.log`` before its indexes, and the directory is
 fsynced after each segment, so at every instant the segments still named ``.log`` are a
 suffix of the log (plus, when the plan rolls, the new empty active segment, created before
-any rename). The loader (``loader.load_log``) deletes ``*.deleted`` files and orphan
+any rename). The loader (``loader.load``) deletes ``*.deleted`` files and orphan
 indexes, recovers a segment whose offset index went missing, and takes ``log_start_offset
 = max(checkpoint, first segment base)``.
 
@@ -59,8 +59,7 @@ from pathlib import Path
 
 from plog.engine.storage.checkpoints import fsync_dir
 from plog.engine.errors import EngineError
-
-DELETED_SUFFIX = ".deleted"
+from plog.engine.storage.file_names import DELETED_FILE_SUFFIX as DELETED_SUFFIX, LOG_FILE_SUFFIX, file_name, is_deleted_file
 
 #: Rule names, as Kafka's log messages call the limits.
 RULE_LOG_START = "log-start-offset"
@@ -269,7 +268,7 @@ class RetentionPlan:
                          f"largest timestamp {ts}  {verdict} {s.reason}")
         if self.roll:
             lines.append(f"roll: every segment is deletable, so Kafka first rolls a new empty active segment "
-                         f"{self.roll_base_offset:020d}.log, which remains")
+                         f"{file_name(self.roll_base_offset, LOG_FILE_SUFFIX)}, which remains")
         if self.segments_to_delete:
             lines.append(f"result: delete {self.segments_to_delete} segment(s), {format_bytes(self.bytes_to_free)}; "
                          f"log start offset {self.log_start_offset} -> {self.new_log_start_offset}")
@@ -354,7 +353,7 @@ def plan_retention(log, *, now: int, retention_ms: int | None = None, retention_
             new_base = max(0, leo)
             summary.rolled = True
             plan.roll, plan.roll_base_offset = True, new_base
-            live.append(_Seg(new_base, 0, -1, now, f"{new_base:020d}.log"))
+            live.append(_Seg(new_base, 0, -1, now, file_name(new_base, LOG_FILE_SUFFIX)))
             if doomed[-1] == new_base:  # Kafka's guard; an empty last segment is never selected
                 doomed.pop()
                 decisions[new_base].deletable = False
@@ -666,7 +665,7 @@ def sweep_deleted_files(partition_dir: str | os.PathLike, *, now: int, file_dele
     with os.scandir(directory) as it:
         for entry in it:
             name = entry.name
-            if not name.endswith(DELETED_SUFFIX) or name.endswith(".checkpoint" + DELETED_SUFFIX):
+            if not is_deleted_file(name):
                 continue
             if not entry.is_file(follow_symlinks=False):
                 continue

@@ -38,12 +38,13 @@ from plog.engine.storage.discovery import PartitionInfo, classify, partitions as
 from plog.engine.errors import EngineError, LogDirLockedError
 from plog.engine.storage.log import Log
 from plog.engine.storage.topic_configs import ConfigResolver, EffectiveConfig
-from plog.engine.storage.file_names import CLUSTER_METADATA_TOPIC, TopicPartition
-
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+from plog.engine.storage.file_names import (
+    CLEANER_OFFSET_CHECKPOINT,
+    CLUSTER_METADATA_TOPIC,
+    LOG_START_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    TopicPartition,
+)
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 
 RETENTION = "retention"

@@ -208,6 +208,7 @@ CASES: list[Case] = [
     C("lookup {header_seg} -o 1", 1, "{header_seg}", "at byte 0"),  # bytes that do not decode name their file
     C("lookup {part} -t -5", 2, "--timestamp", "-1 latest"),
     C("lookup {part} -t 99999999999999999999999", 2, "--timestamp", "64-bit"),
+    C("lookup {part} -o 99999999999999999999999", 1, "99999999999999999999999", "9223372036854775807"),
     C("lookup -b localhost:9092 {part} -o 1", 2, "-b", "PATH"),  # no --data-dir here: give the files
     # ls
     C("ls {missing}", 1, "{missing}"),

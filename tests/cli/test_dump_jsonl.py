@@ -17,7 +17,7 @@ import pytest
 
 from conftest import corpus_files, distinct_contents
 from plog.cli.main import main
-from plog.formats.java_utf8 import java_utf8_decode
+from plog.formats.java import utf8_decode as java_utf8_decode
 
 FILES = distinct_contents(
     corpus_files(lambda f: f.endswith((".log", ".index", ".timeindex", ".snapshot", ".checkpoint", ".txnindex"))))

@@ -145,7 +145,7 @@ def test_dump_jsonl_of_a_corpus_segment_rebuilds_the_same_records(d, tmp_path):
             continue
         for rec in batch.records():
             expected.append((rec.key, rec.value, list(rec.headers), rec.timestamp))
-    from plog.engine.binary_json import decode_bytes
+    from plog.formats.binary_json import decode_bytes
 
     rebuilt = [(decode_bytes(g["key"]), decode_bytes(g["value"]),
                 [(h["key"], decode_bytes(h["value"])) for h in g["headers"]], g["timestamp"]) for g in got]
@@ -194,7 +194,7 @@ def test_round_trip_of_a_million_records_through_jsonl(tmp_path):
     assert a == records(second.splitlines())
     source = [json.loads(x) for x in gen.read_text().splitlines()[:1000]]
     by_ts = {r[5]: r for r in a}
-    from plog.engine.binary_json import decode_bytes
+    from plog.formats.binary_json import decode_bytes
 
     def raw(key, value, headers):  # bytes, whatever JSON form (text or base64) carried them
         return (decode_bytes(key), decode_bytes(value), [(h["key"], decode_bytes(h["value"])) for h in headers])

@@ -26,7 +26,7 @@ import pytest
 
 from cli_run import plog
 from conftest import CORPUS
-from plog.engine.binary_json import decode_bytes
+from plog.formats.binary_json import decode_bytes
 from plog.engine.inspect.scan import ScanFilter, format_record_jsonl, plan_scan, scan_records, scan_stats
 from plog.formats.batches import BatchIterator
 from plog.formats.record_batch import encode_batch

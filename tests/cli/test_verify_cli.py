@@ -179,7 +179,7 @@ def test_non_utf8_path_in_jsonl_is_binary_safe(pristine, tmp_path):
     r = invoke(os.fsdecode(root), "-f", "jsonl")
     obj = json.loads(r.stdout_bytes.splitlines()[0])
     assert r.exit_code == 0 and obj["check"] == "clean-shutdown-missing"
-    from plog.engine.binary_json import decode_bytes
+    from plog.formats.binary_json import decode_bytes
 
     assert decode_bytes(obj["path"]) == root + b"/.kafka_cleanshutdown"
     r = invoke(os.fsdecode(root))

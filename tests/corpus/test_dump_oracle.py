@@ -22,7 +22,7 @@ from kafka.record.legacy_records import LegacyRecordBatch
 
 from conftest import corpus_files, distinct_contents
 from plog.cli.main import main
-from plog.formats.java_utf8 import java_utf8_decode
+from plog.formats.java import utf8_decode as java_utf8_decode
 
 KRAFT_JSON = "<kraft-json>"
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}

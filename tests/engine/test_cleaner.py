@@ -36,7 +36,7 @@ from plog.engine.maintenance.cleaner import (
     log_to_clean,
 )
 from plog.engine.storage.log_config import LogConfig
-from plog.engine.storage.loader import load_log
+from plog.engine.storage.log import load_log
 from plog.engine.storage.log import Log
 from plog.engine.inspect.verify import verify_path
 from plog.formats.batches import iter_batches

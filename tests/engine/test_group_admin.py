@@ -27,6 +27,7 @@ from plog.engine.groups.admin import (
     parse_reset_plan,
     parse_topic_arg,
     plan_offset_reset,
+    read_reset_plan,
     reset_offsets,
 )
 from plog.engine.groups.coordinator import GroupCoordinator
@@ -327,6 +328,25 @@ def test_parse_reset_plan():
         parse_reset_plan("orders,0,1\nx,y\n", "g1", source="plan.csv")
     with pytest.raises(InvalidResetArgumentError, match="empty"):
         parse_reset_plan("\n", "g1")
+
+
+def test_read_reset_plan_from_a_file_or_stdin(tmp_path):
+    """--from-file's reading, in the engine (plog groups reset-offsets --from-file calls it):
+    a file, '-' for standard input (named <stdin> in errors), and a file that is not UTF-8."""
+    import io
+
+    plan = tmp_path / "plan.csv"
+    plan.write_text("orders,0,2\norders,1,5\n", encoding="utf-8")
+    assert read_reset_plan(plan, "g1") == {P0: 2, P1: 5}
+    assert read_reset_plan("-", "g1", stdin=io.StringIO("orders,1,7\n")) == {P1: 7}
+    with pytest.raises(InvalidResetArgumentError, match=r"^<stdin>:1: expected"):
+        read_reset_plan("-", "g1", stdin=io.StringIO("x\n"))
+    plan.write_bytes(b"orders,0,\xff\n")
+    with pytest.raises(InvalidResetArgumentError,
+                       match=r"plan.csv: not a CSV reset plan \(not UTF-8 text at byte 9\)$"):
+        read_reset_plan(plan, "g1")
+    with pytest.raises(FileNotFoundError):
+        read_reset_plan(tmp_path / "missing.csv", "g1")
 
 
 # -- a real Kafka log directory (read-only) -------------------------------------------------------

@@ -507,3 +507,16 @@ def test_a_damaged_last_index_entry_does_not_change_the_log_end_offset(tmp_path,
         f.seek(size - 4)
         f.write((position + 5).to_bytes(4, "big"))
     assert lk.open_partition(part).log_end_offset == good
+
+
+def test_lookup_reads_offsets_and_times_in_the_one_offset_language(synthetic):
+    """lookup parses with engine.offset_spec: its keywords, @-<duration> of several units,
+    ISO-8601 without the @; a time is not an offset."""
+    view = lk.open_partition(synthetic)
+    assert lk.resolve_offset(view, "beginning") == lk.resolve_offset(view, "earliest") == view.log_start_offset
+    assert lk.resolve_offset(view, "LATEST") == lk.resolve_offset(view, "end") == view.log_end_offset
+    assert lk.parse_timestamp("@-1h30m", now_ms=10_000_000) == 10_000_000 - 5_400_000
+    assert lk.parse_timestamp("2023-11-14T22:13:20Z") == 1700000000000
+    for not_an_offset in ("@1700000000000", "committed", "x"):
+        with pytest.raises(ValueError, match="expected N, [+]N, -N .*, earliest or latest"):
+            lk.resolve_offset(view, not_an_offset)

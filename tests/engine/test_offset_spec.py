@@ -378,3 +378,14 @@ def test_resolution_stays_in_the_log(start, length, tss, a_form, b_form, n, t, c
             running.append(max(running[-1], ts[o]) if running else ts[o])
         expected = start + bisect.bisect_left(running, t) if running else end
         assert begin == min(expected, end)
+
+
+def test_the_language_depends_on_no_inspect_module():
+    """offset_spec is below lookup, dump and scan: importing it loads none of engine.inspect."""
+    import subprocess
+    import sys
+
+    code = ("import sys, plog.engine.offset_spec; "
+            "print(sorted(m for m in sys.modules if m.startswith('plog.engine.inspect')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import CORPUS
-from plog.engine.binary_json import encode_bytes
+from plog.formats.binary_json import encode_bytes
 from plog.engine.inspect.dump import DumpOptions, DumpRun
 from plog.engine.errors import InputRecordError
 from plog.engine.storage.file_records import FileBatches

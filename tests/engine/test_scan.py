@@ -42,6 +42,7 @@ from plog.engine.inspect.scan import (
     format_record_jsonl,
     merge_stats,
     plan_scan,
+    scan_jsonl,
     scan_records,
     scan_stats,
     unit_records,
@@ -199,6 +200,20 @@ def test_corpus_split_parity_and_oracle(corpus, log_dir):
         assert (d["records"], d["batches"], d["first_offset"], d["last_offset"]) == (
             len(part["records"]), part["batches"], part["first"], part["last"]), tp
         assert d["corrupt_batches"] == 0 and d["problems"] == []
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_local_search_as_json_lines(corpus, jobs):
+    """scan_jsonl, the local search plog scan prints: the records scan_records finds, as
+    format_record_jsonl lines, in one chunk per unit with matches, in 1 or 2 processes."""
+    paths = [str(CORPUS_DIRS[0])]
+    flt = ScanFilter(value_contains=b"e")
+    want = b"".join(format_record_jsonl(r) for r in scan_records(paths, flt, unit_bytes=HUGE))
+    assert want
+    problems: list = []
+    chunks = list(scan_jsonl(paths, flt, jobs=jobs, unit_bytes=4096, problems=problems))
+    assert b"".join(chunks) == want and problems == []
+    assert all(chunks) and len(chunks) <= len(plan_scan(paths, flt, unit_bytes=4096).units)
 
 
 def test_corpus_known_facts(corpus):

@@ -49,7 +49,7 @@ from kafka_files import read_offset_checkpoint, write_offset_checkpoint
 from kafka_scenarios import GROUP_ID, MULTI_TOPIC, TXN_TOPIC, _create_topics, _producer, consume_all
 from kafka_versions import major
 
-from plog.engine.binary_json import decode_bytes
+from plog.formats.binary_json import decode_bytes
 from plog.engine.cluster.data_dir import DataDir
 from plog.engine.clients.consumer import Consumer
 from plog.engine.groups.coordinator import GroupCoordinator
