@@ -1460,7 +1460,8 @@ def _run(tasks: list[_Task], jobs: int, progress: Progress | None) -> dict[int, 
                                                                 f"the worker process died: {e}")
         except KeyboardInterrupt:
             # Ctrl-C: partitions not started stay as they are (the next run recovers them).
-            pool.shutdown()
+            # The running ones still report progress: keep reading it until they end.
+            pool.shutdown(while_waiting=drain)
             raise
     drain()
     for index, report in results.items():

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -134,7 +135,9 @@ class opened_a_segment_of:
     def __init__(self, root: Path):
         self.env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent / "stop_at_segment"),
                                                                 os.environ.get("PYTHONPATH")])),
-                    "INTERRUPT_TEST_STOP_AT": str(Path(root).resolve())}
+                    "INTERRUPT_TEST_STOP_AT": str(Path(root).resolve()),
+                    # one stop per command, whichever of its processes gets there first
+                    "INTERRUPT_TEST_STOP_FLAG": str(Path(root).resolve().parent / f"stop-{uuid.uuid4().hex}.flag")}
 
     def __call__(self, p: subprocess.Popen, out: bytearray) -> bool:
         for pid in _pids(p.pid):

@@ -6,6 +6,8 @@ child process with a deadline, so a hang fails the test instead of stopping the 
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -70,8 +72,18 @@ CHILD = textwrap.dedent("""
 
 
 def run(tmp_path, case: str, how: str = "plog", timeout: float = 60) -> str:
-    return subprocess.run([sys.executable, "-c", CHILD, case, how, str(tmp_path)], capture_output=True, text=True,
-                          timeout=timeout).stdout
+    """The child's output; TimeoutExpired if it hangs (its whole process group is killed:
+    no worker outlives the test)."""
+    p = subprocess.Popen([sys.executable, "-c", CHILD, case, how, str(tmp_path)], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        return p.communicate(timeout=timeout)[0]
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
 
 
 def test_a_stop_while_a_worker_sends_its_result_lets_the_result_through(tmp_path):
@@ -86,3 +98,48 @@ def test_the_old_way_of_stopping_workers_hangs_the_pool(tmp_path):
     """Why engine.workers exists: a worker that exits in the middle of its result hangs the pool."""
     with pytest.raises(subprocess.TimeoutExpired):
         run(tmp_path, "while-sending", "exit-at-once", timeout=20)
+
+
+QUEUE_CHILD = textwrap.dedent("""
+    import multiprocessing, sys
+    from plog.engine.workers import WorkerPool
+
+    queue = multiprocessing.get_context("fork").SimpleQueue()
+
+    def chatty(n):
+        for i in range(n):  # far more than a pipe holds (64 KiB)
+            queue.put(("progress", i))
+        return n
+
+    got = []
+    def drain():
+        while not queue.empty():
+            got.append(queue.get())
+
+    pool = WorkerPool(1, mp_context=multiprocessing.get_context("fork"))
+    future = pool.submit(chatty, 20_000)
+    # The parent stops (as on SIGTERM sent to it alone) while the worker, never signalled,
+    # goes on writing progress: shutting down must keep reading it.
+    pool.shutdown(while_waiting=drain if sys.argv[1] == "drain" else None)
+    drain()
+    print(future.result(), len(got), flush=True)
+""")
+
+
+def test_shutting_down_keeps_reading_what_running_tasks_report(tmp_path):
+    out = subprocess.run([sys.executable, "-c", QUEUE_CHILD, "drain"], capture_output=True, text=True,
+                         timeout=60).stdout
+    assert out.split() == ["20000", "20000"]
+
+
+def test_shutting_down_without_reading_a_full_progress_queue_hangs(tmp_path):
+    """Why shutdown takes ``while_waiting``: recover -j's progress queue filled and the pool
+    waited for ever on a worker blocked writing into it."""
+    p = subprocess.Popen([sys.executable, "-c", QUEUE_CHILD, "none"], stdout=subprocess.DEVNULL,
+                         start_new_session=True)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            p.wait(timeout=15)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)  # the parent and its blocked worker
+        p.wait()
