@@ -30,7 +30,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor
 
 __all__ = ["WorkerPool", "held"]
 
@@ -99,32 +99,35 @@ class WorkerPool:
     def __init__(self, jobs: int, *, initializer=None, initargs=(), mp_context=None):
         self._executor = ProcessPoolExecutor(max_workers=jobs, mp_context=mp_context, initializer=_init,
                                              initargs=(initializer, tuple(initargs)))
-        self._futures: list[Future] = []
 
     def submit(self, fn, *args) -> Future:
         """``fn(*args)`` in a worker. The first submits fork the workers: signals are held
         meanwhile (see :class:`held`)."""
         with held():
-            future = self._executor.submit(_call, fn, args)
-        self._futures.append(future)
-        return future
+            return self._executor.submit(_call, fn, args)
 
     def shutdown(self, while_waiting: Callable[[], None] | None = None) -> None:
-        """Cancel the tasks not started and wait for the running ones. ``while_waiting`` is
-        called every few milliseconds meanwhile: a caller whose tasks write into a queue of
-        its own must keep reading it, or a worker that was not stopped (``kill PID`` reaches
-        the parent only) blocks on a full pipe and the wait never ends."""
+        """Cancel the tasks not started and wait for the running ones; when it returns, no
+        thread of the pool is left running. ``while_waiting`` is called every few
+        milliseconds meanwhile: a caller whose tasks write into a queue of its own must keep
+        reading it, or a worker that was not stopped (``kill PID`` reaches the parent only)
+        blocks on a full pipe and the wait never ends."""
         # The pool cancels what has not started (not Future.cancel(): on Python 3.11 a pool
         # broken by Ctrl-C then fails to set the error on those futures, and its manager
-        # thread prints a traceback).
-        self._executor.shutdown(wait=False, cancel_futures=True)
-        if while_waiting is not None:
-            running = [f for f in self._futures if not f.done()]
-            while running:
-                wait(running, timeout=0.05)
-                while_waiting()
-                running = [f for f in running if not f.done()]
-        self._executor.shutdown(wait=True)
+        # thread prints a traceback). One call with wait=True: after a shutdown(wait=False)
+        # the pool forgets its manager thread, so a later wait=True no longer waits for it,
+        # and the thread, still closing its pipes, races the interpreter's exit hook
+        # ("Exception ignored ... Bad file descriptor").
+        if while_waiting is None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            return
+        # The wait runs in a thread of its own so that this one keeps reading.
+        waiter = threading.Thread(target=self._executor.shutdown, kwargs={"wait": True, "cancel_futures": True},
+                                  name="plog-pool-shutdown", daemon=True)
+        waiter.start()
+        while waiter.is_alive():
+            waiter.join(0.05)
+            while_waiting()
 
     def __enter__(self) -> "WorkerPool":
         return self

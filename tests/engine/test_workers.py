@@ -143,3 +143,26 @@ def test_shutting_down_without_reading_a_full_progress_queue_hangs(tmp_path):
     finally:
         os.killpg(p.pid, signal.SIGKILL)  # the parent and its blocked worker
         p.wait()
+
+
+THREADS_CHILD = textwrap.dedent("""
+    import sys, threading
+    from concurrent.futures.process import _ExecutorManagerThread
+    from plog.engine.workers import WorkerPool
+
+    with WorkerPool(2) as pool:
+        total = sum(f.result() for f in [pool.submit(pow, 2, n) for n in range(8)])
+        if sys.argv[1] == "while-waiting":
+            pool.shutdown(while_waiting=lambda: None)
+    print(total,
+          sum(isinstance(t, _ExecutorManagerThread) for t in threading.enumerate()), flush=True)
+""")
+
+
+@pytest.mark.parametrize("how", ["plain", "while-waiting"])
+def test_leaving_the_pool_leaves_no_pool_thread_behind(how):
+    """A pool thread still running at exit races the interpreter's exit hook, which then
+    prints "Exception ignored ... Bad file descriptor" (seen after `plog verify`)."""
+    proc = subprocess.run([sys.executable, "-c", THREADS_CHILD, how], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["255", "0"]
+    assert proc.stderr == ""
