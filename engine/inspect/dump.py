@@ -20,34 +20,28 @@ The engine never prints: ``out`` and ``err`` receive one or more whole lines (jo
 ``\n``) without the final newline.
 ``.log`` files are streamed in bounded chunks (``FileBatches``), index files are read in
 bounded chunks too, so memory stays flat whatever the file sizes.
+
+The parts: :mod:`~plog.engine.inspect.dump_options` (the options),
+:mod:`~plog.engine.inspect.dump_render` (text and JSON lines),
+:mod:`~plog.engine.inspect.dump_indexes` (index files), :mod:`~plog.engine.inspect.dump_decoders`
+(record keys and values) and :mod:`~plog.engine.inspect.dump_checkpoints` (text files).
 """
 
 from __future__ import annotations
 
 import glob
-import json
 import os
-import struct
 from dataclasses import dataclass, field
 from typing import Callable
 
-from plog.formats.binary_json import encode_bytes, encode_headers
-from plog.formats.errors import CorruptIndexError, CorruptSnapshotError, FormatError
-from plog.formats.indexes import (
-    OFFSET_INDEX_ENTRY_SIZE,
-    TIME_INDEX_ENTRY_SIZE,
-    TXN_INDEX_ENTRY_SIZE,
-    iter_offset_entries,
-    iter_time_entries,
-    iter_txn_entries,
-)
 from plog.formats import java
-from plog.formats.java import utf8_decode as _jstr
+from plog.formats.errors import CorruptSnapshotError, FormatError
 from plog.formats.legacy import LegacyBatch
-from plog.formats.records import TIMESTAMP_TYPE_NAMES
 
 from plog.engine.errors import NotAKafkaPathError
-from plog.engine.inspect.dump_decoders import Decoder, make_decoder
+from plog.engine.inspect.dump_indexes import IndexDumps, file_base_offset
+from plog.engine.inspect.dump_options import DEFAULT_MAX_MESSAGE_SIZE, INT32_MAX, DumpOptions, Line
+from plog.engine.inspect.dump_render import JsonRenderer, TextRenderer
 from plog.engine.storage.file_names import (
     BOOTSTRAP_CHECKPOINT,
     CHECKPOINT_FILE_SUFFIX,
@@ -57,20 +51,10 @@ from plog.engine.storage.file_names import (
     TEXT_STATE_FILES,
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
-    InvalidFileNameError,
-    offset_from_file_name,
-    sibling_file,
 )
 from plog.engine.storage.file_records import FileBatches
-from plog.engine.storage.index_file import IndexFile
 
-Line = Callable[[str], None]
 Progress = Callable[[int], None]
-INT32_MAX = 2**31 - 1
-DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
-#: An offset index searched once per time index entry is read into memory up to this size;
-#: a larger (hostile or unusual) one is searched with ``pread``, so that memory stays flat.
-INDEX_READ_LIMIT = 64 << 20
 
 #: Files in a log or partition directory that Kafka's tool ignores and plog prints.
 TEXT_CHECKPOINT_FILES = TEXT_STATE_FILES
@@ -83,41 +67,6 @@ _KIND_BY_SUFFIX = {
     PRODUCER_SNAPSHOT_FILE_SUFFIX: "snapshot",
     TXN_INDEX_FILE_SUFFIX: "txnindex",
 }
-
-
-@dataclass(frozen=True)
-class DumpOptions:
-    """DumpLogSegments' options (§19.1) plus plog's output choices."""
-
-    print_data_log: bool = False
-    deep_iteration: bool = False
-    skip_record_metadata: bool = False
-    verify_index_only: bool = False
-    index_sanity_check: bool = False
-    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-    max_bytes: int = INT32_MAX
-    record_decoder: str | None = None  # "offsets", "transaction-log", "cluster-metadata"
-    key_decoder: str | None = None  # None: Kafka's StringDecoder, not given explicitly
-    value_decoder: str | None = None
-    kafka_version: int = 4
-    format: str = "text"  # "text" or "jsonl"
-    #: Lines Kafka 3.x's tool prints on stdout before each log it dumps, one per deprecated
-    #: ``kafka.serializer`` decoder class given (value decoder first), see
-    #: :func:`~plog.engine.inspect.dump_decoders.deprecated_decoder_notices`.
-    decoder_notices: tuple[str, ...] = ()
-
-    @property
-    def should_print_data_log(self) -> bool:
-        # Kafka: print-data-log, or any decoder option given explicitly.
-        return bool(self.print_data_log or self.record_decoder or self.key_decoder or self.value_decoder)
-
-    @property
-    def is_deep(self) -> bool:
-        return self.deep_iteration or self.should_print_data_log
-
-    def decoder(self) -> Decoder:
-        return make_decoder(self.record_decoder, self.key_decoder or "string", self.value_decoder or "string",
-                            self.kafka_version)
 
 
 def file_kind(path: str) -> str | None:
@@ -162,14 +111,6 @@ def expand_dump_paths(args: list[str]) -> list[str]:
     return out
 
 
-def java_file_path(path: str) -> str:
-    """``new File(path).toString()``: duplicate and trailing separators removed."""
-    if not path:
-        return path
-    prefix = "/" if path.startswith("/") else ""
-    return prefix + "/".join(part for part in path.split("/") if part)
-
-
 def report_map_order(calls: list[str], scala: bool) -> list[str]:
     """Iteration order of one of DumpLogSegments' string-keyed report maps, given the keys
     of its insertion calls in order (one per call, repeated keys included).
@@ -201,14 +142,6 @@ def report_map_order(calls: list[str], scala: bool) -> list[str]:
     return java.scala_hash_order(inserted, java.string_hash_code, capacity)
 
 
-def _tt(timestamp_type: int) -> str:
-    return TIMESTAMP_TYPE_NAMES[timestamp_type]
-
-
-def _bool(value: bool) -> str:
-    return "true" if value else "false"
-
-
 def log_header(path: str) -> tuple[str, dict]:
     """The line after ``Dumping <file>`` for a log or KRaft snapshot, and its JSON fields."""
     name = os.path.basename(path)
@@ -222,402 +155,8 @@ def log_header(path: str) -> tuple[str, dict]:
         except ValueError:
             raise FormatError(f"{name}: not a KRaft snapshot name (<20-digit offset>-<10-digit epoch>.checkpoint)") from None
         return f"Snapshot end offset: {end_offset}, epoch: {end_epoch}", {"snapshot_end_offset": end_offset, "snapshot_epoch": end_epoch}
-    base = _base_offset(name)
+    base = file_base_offset(name)
     return f"Log starting offset: {base}", {"base_offset": base}
-
-
-def _base_offset(name: str) -> int:
-    """``Long.parseLong(name.split("\\.")[0])``, with a one-line error instead of Java's."""
-    stem = name.split(".")[0]
-    try:
-        return offset_from_file_name(name)
-    except InvalidFileNameError:
-        raise FormatError(f"{name}: the file name does not start with a base offset (For input string: \"{stem}\")") from None
-
-
-# --------------------------------------------------------------------------- renderers
-
-
-class TextRenderer:
-    """Kafka's DumpLogSegments text, for ``kafka_version`` 4 (Java tool) or 3 (Scala)."""
-
-    def __init__(self, options: DumpOptions, out: Line, err: Line):
-        self.options = options
-        self.out = out
-        self.err = err
-        self.v3 = options.kafka_version < 4
-
-    def dumping(self, path: str) -> None:
-        self.out(f"Dumping {java_file_path(path)}")
-
-    def ignoring(self, path: str) -> None:
-        self.err(f"Ignoring unknown file {java_file_path(path)}")
-
-    def log_header(self, path: str, text: str, fields: dict) -> None:
-        self.out(text)
-
-    def notice(self, path: str, text: str) -> None:
-        self.out(text)
-
-    def batch(self, path: str, batch, position: int) -> None:
-        if isinstance(batch, LegacyBatch):
-            head = f"offset: {batch.last_offset}"
-        else:
-            horizon = batch.delete_horizon_ms
-            head = (
-                f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.records_count} "
-                f"baseSequence: {batch.base_sequence} lastSequence: {batch.last_sequence} "
-                f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
-                f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
-                f"isTransactional: {_bool(batch.is_transactional)} "
-                f"isControl: {_bool(batch.is_control)} "
-                f"deleteHorizonMs: {'OptionalLong.empty' if horizon is None else f'OptionalLong[{horizon}]'}"
-            )
-        self.out(
-            f"{head} position: {position} {_tt(batch.timestamp_type)}: {batch.max_timestamp} "
-            f"size: {batch.size_in_bytes} magic: {batch.magic} compresscodec: {batch.compression_name} "
-            f"crc: {batch.crc} isvalid: {_bool(batch.is_valid())}"
-        )
-
-    def records(self, path: str, batch, records, decoder: Decoder | None, sequences) -> None:
-        """One line per record (deep iteration); ``decoder`` is None unless print-data-log."""
-        options = self.options
-        out = self.out
-        skip = options.skip_record_metadata
-        control = batch.is_control
-        legacy = isinstance(batch, LegacyBatch)
-        tt = _tt(batch.timestamp_type)
-        v3 = self.v3
-        print_contents = decoder is not None and not control
-        if not skip and not legacy and not control and (decoder is None or decoder.is_default):
-            # The common case (a v2 data batch, metadata shown, UTF-8 text), in one
-            # expression per record and one write per batch: this loop is the hot path.
-            lines = []
-            append = lines.append
-            for r, seq in zip(records, sequences):
-                key, value, headers = r.key, r.value, r.headers
-                if headers:
-                    hk = ",".join(java.string_from_escaped(k) for k, _ in headers)
-                else:
-                    hk = ""
-                if decoder is None:
-                    data = ""
-                elif key is None:
-                    data = "" if value is None else " payload: " + _jstr(value)
-                else:
-                    data = " key: " + _jstr(key) + (
-                        "" if value is None else " payload: " + _jstr(value))
-                append(
-                    f"| offset: {r.offset} {tt}: {r.timestamp} keySize: {-1 if key is None else len(key)} "
-                    f"valueSize: {-1 if value is None else len(value)} sequence: {seq} headerKeys: [{hk}]{data}"
-                )
-            if lines:
-                out("\n".join(lines))
-            return
-        for record, sequence in zip(records, sequences):
-            parts = []
-            if not skip:
-                key, value = record.key, record.value
-                parts.append(
-                    f"| offset: {record.offset} {tt}: {record.timestamp} "
-                    f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if value is None else len(value)}"
-                )
-                if legacy:
-                    parts.append(f" isValid: {_bool(record.is_valid)} crc: {record.crc}{'}' if v3 else ''}")
-                else:
-                    headers = record.headers
-                    keys = ",".join(java.string_from_escaped(k) for k, _ in headers) if headers else ""
-                    parts.append(f" sequence: {sequence} headerKeys: [{keys}]")
-                if control:
-                    parts.append(self._control_text(record))
-            if print_contents:
-                try:
-                    key_text, value_text = decoder.decode(record)
-                except FormatError as e:
-                    # Kafka prints the metadata part of the line before it decodes: when a
-                    # decoder throws, the tool dies after that partial line (no newline).
-                    e.partial_output = "".join(parts)
-                    raise
-                prefix = "| " if skip else " "
-                if key_text is not None:
-                    parts.append(f"{prefix}key: {key_text}")
-                    prefix = " "
-                if value_text is not None:
-                    parts.append(f"{' ' if v3 else prefix}payload: {value_text}")
-            out("".join(parts))
-
-    def _control_text(self, record) -> str:
-        from plog.formats.control import DUMP_LABELS, ControlRecordType, parse_control_key_type_id
-
-        _version, type_id = parse_control_key_type_id(record.key)
-        control_type = ControlRecordType.from_type_id(type_id)
-        if control_type in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-            from plog.formats.control import EndTransactionMarker
-
-            marker = EndTransactionMarker.decode(record.value)
-            return f" endTxnMarker: {control_type.name} coordinatorEpoch: {marker.coordinator_epoch}"
-        if control_type in DUMP_LABELS and not (self.v3 and control_type is ControlRecordType.LEADER_CHANGE):
-            from plog.formats.control import decode_kraft_value, KRAFT_VALUE_SCHEMAS
-            from plog.formats.protocol import jackson_dumps, to_kafka_json
-
-            fields = decode_kraft_value(control_type, record.value)
-            text = jackson_dumps(to_kafka_json(KRAFT_VALUE_SCHEMAS[control_type], 0, fields))
-            return f" {DUMP_LABELS[control_type]} {text}"
-        return f" controlType: {control_type.name}({type_id})"
-
-    def trailing(self, path: str, position: int, length: int) -> None:
-        self.out(f"Found {length} invalid bytes at the end of {os.path.basename(path)}")
-
-    def index_empty(self, path: str) -> None:
-        self.out(f"{java_file_path(path)} is empty.")
-
-    def sanity_passed(self, path: str) -> None:
-        self.out(f"{java_file_path(path)} passed sanity check.")
-
-    def offset_entry(self, path: str, offset: int, position: int) -> None:
-        self.out(f"offset: {offset} position: {position}")
-
-    def time_entry(self, path: str, timestamp: int, offset: int) -> None:
-        self.out(f"timestamp: {timestamp} offset: {offset}")
-
-    def snapshot_entry(self, path: str, e) -> None:
-        txn_first = "OptionalLong.empty" if e.current_txn_first_offset < 0 else f"OptionalLong[{e.current_txn_first_offset}]"
-        line = (
-            f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: {e.coordinator_epoch} "
-            f"currentTxnFirstOffset: {txn_first} lastTimestamp: {e.timestamp}"
-        )
-        if self.v3:
-            line += " "
-        if e.has_batch_metadata:
-            line += (
-                f"{'' if self.v3 else ' '}firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} "
-                f"lastOffset: {e.last_offset} offsetDelta: {e.offset_delta} timestamp: {e.timestamp}"
-            )
-        self.out(line)
-
-    def snapshot_error(self, path: str, message: str) -> None:
-        self.err(message)
-
-    def txn_entry(self, path: str, t) -> None:
-        self.out(
-            f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
-            f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}"
-        )
-
-    def checkpoint_lines(self, path: str, lines: list[str], entries: list[dict]) -> None:
-        for line in lines:
-            self.out(line)
-
-    # End-of-run reports (stderr), already ordered by DumpRun.
-    def index_mismatches(self, abs_path: str, pairs) -> None:
-        self.err(f"Mismatches in :{abs_path}")
-        for index_offset, log_offset in pairs:
-            self.err(f"  Index offset: {index_offset}, log offset: {log_offset}")
-
-    def time_mismatches(self, abs_path: str, pairs) -> None:
-        self.err(f"Found timestamp mismatch in :{abs_path}")
-        for index_ts, log_ts in pairs:
-            self.err(f"  Index timestamp: {index_ts}, log timestamp: {log_ts}")
-
-    def time_out_of_order(self, abs_path: str, pairs) -> None:
-        self.err(f"Found out of order timestamp in :{abs_path}")
-        for index_ts, prev_ts in pairs:
-            self.err(f"  Index timestamp: {index_ts}, Previously indexed timestamp: {prev_ts}")
-
-    def time_not_found(self, abs_path: str, pairs) -> None:
-        if self.v3:
-            self.err("The following indexed offsets are not found in the log.")
-        else:
-            self.err(f"The following indexed offsets are not found in :{abs_path}")
-        for index_offset, log_offset in pairs:
-            self.err(f"Indexed offset: {index_offset}, found log offset: {log_offset}")
-
-    def non_consecutive(self, abs_path: str, pairs) -> None:
-        self.err(f"Non-consecutive offsets in {abs_path}")
-        for prev, nxt in pairs:
-            self.err(f"  {prev} is followed by {nxt}")
-
-
-class JsonRenderer:
-    """One JSON object per line on ``out``; every object has ``type`` and ``file``.
-
-    Field names are the text dump's labels in snake_case (``base_offset``,
-    ``partition_leader_epoch``, ``is_transactional``, ``key_size``...), as every JSON plog
-    writes. What Kafka itself encodes as JSON keeps Kafka's names: a control record's
-    ``value`` (Kafka's JSON converters: ``coordinatorEpoch``, ``leaderId``...) and the
-    internal-topic decoders' ``key_decoded``/``value_decoded``."""
-
-    def __init__(self, options: DumpOptions, out: Line, err: Line):
-        self.options = options
-        self._write = out
-        self.err = err
-
-    def _emit(self, obj: dict) -> None:
-        self._write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
-
-    def dumping(self, path: str) -> None:
-        pass  # every object names its file
-
-    def ignoring(self, path: str) -> None:
-        self._emit({"type": "ignored", "file": path})
-
-    def log_header(self, path: str, text: str, fields: dict) -> None:
-        self._emit({"type": "file", "file": path, "kind": "snapshot" if path.endswith(CHECKPOINT_FILE_SUFFIX) else "log",
-                    **fields})
-
-    def notice(self, path: str, text: str) -> None:
-        pass  # Kafka's deprecation notices are not part of the data
-
-    def batch(self, path: str, batch, position: int) -> None:
-        obj = {"type": "batch", "file": path, "position": position}
-        if isinstance(batch, LegacyBatch):
-            obj["offset"] = batch.last_offset
-        else:
-            obj.update(
-                base_offset=batch.base_offset,
-                last_offset=batch.last_offset,
-                count=batch.records_count,
-                base_sequence=batch.base_sequence,
-                last_sequence=batch.last_sequence,
-                producer_id=batch.producer_id,
-                producer_epoch=batch.producer_epoch,
-                partition_leader_epoch=batch.partition_leader_epoch,
-                is_transactional=batch.is_transactional,
-                is_control=batch.is_control,
-                delete_horizon_ms=batch.delete_horizon_ms,
-            )
-        obj.update(
-            timestamp_type=_tt(batch.timestamp_type),
-            max_timestamp=batch.max_timestamp,
-            size=batch.size_in_bytes,
-            magic=batch.magic,
-            compresscodec=batch.compression_name,
-            crc=batch.crc,
-            is_valid=batch.is_valid(),
-        )
-        self._emit(obj)
-
-    def records(self, path: str, batch, records, decoder: Decoder | None, sequences) -> None:
-        legacy = isinstance(batch, LegacyBatch)
-        tt = _tt(batch.timestamp_type)
-        control = batch.is_control
-        for record, sequence in zip(records, sequences):
-            key, value = record.key, record.value
-            obj = {
-                "type": "record",
-                "file": path,
-                "offset": record.offset,
-                "timestamp_type": tt,
-                "timestamp": record.timestamp,
-                "key_size": -1 if key is None else len(key),
-                "value_size": -1 if value is None else len(value),
-            }
-            if legacy:
-                obj["is_valid"] = record.is_valid
-                obj["crc"] = record.crc
-            else:
-                obj["sequence"] = sequence
-                obj["header_keys"] = [java.string_from_escaped(k) for k, _ in record.headers]
-                obj["headers"] = encode_headers(record.headers)
-            obj["key"] = encode_bytes(key)
-            obj["value"] = encode_bytes(value)
-            if control:
-                obj["control"] = _control_json(record)
-            elif decoder is not None and not decoder.is_default:
-                obj["key_decoded"], obj["value_decoded"] = decoder.decode_json(record)
-            self._emit(obj)
-
-    def trailing(self, path: str, position: int, length: int) -> None:
-        self._emit({"type": "trailing-bytes", "file": path, "position": position, "length": length})
-
-    def index_empty(self, path: str) -> None:
-        self._emit({"type": "index-empty", "file": path})
-
-    def sanity_passed(self, path: str) -> None:
-        self._emit({"type": "sanity-check", "file": path, "passed": True})
-
-    def offset_entry(self, path: str, offset: int, position: int) -> None:
-        self._emit({"type": "index-entry", "file": path, "offset": offset, "position": position})
-
-    def time_entry(self, path: str, timestamp: int, offset: int) -> None:
-        self._emit({"type": "timeindex-entry", "file": path, "timestamp": timestamp, "offset": offset})
-
-    def snapshot_entry(self, path: str, e) -> None:
-        obj = {
-            "type": "producer-state",
-            "file": path,
-            "producer_id": e.producer_id,
-            "producer_epoch": e.producer_epoch,
-            "coordinator_epoch": e.coordinator_epoch,
-            "current_txn_first_offset": None if e.current_txn_first_offset < 0 else e.current_txn_first_offset,
-            "last_timestamp": e.timestamp,
-        }
-        if e.has_batch_metadata:
-            obj.update(first_sequence=e.first_sequence, last_sequence=e.last_sequence, last_offset=e.last_offset,
-                       offset_delta=e.offset_delta, timestamp=e.timestamp)
-        self._emit(obj)
-
-    def snapshot_error(self, path: str, message: str) -> None:
-        self._emit({"type": "snapshot-error", "file": path, "message": message})
-
-    def txn_entry(self, path: str, t) -> None:
-        self._emit({"type": "aborted-txn", "file": path, "version": t.version, "producer_id": t.producer_id,
-                    "first_offset": t.first_offset, "last_offset": t.last_offset,
-                    "last_stable_offset": t.last_stable_offset})
-
-    def checkpoint_lines(self, path: str, lines: list[str], entries: list[dict]) -> None:
-        for entry in entries:
-            self._emit({"file": path, **entry})
-
-    def index_mismatches(self, abs_path: str, pairs) -> None:
-        for index_offset, log_offset in pairs:
-            self._emit({"type": "index-mismatch", "file": abs_path, "index_offset": index_offset, "log_offset": log_offset})
-
-    def time_mismatches(self, abs_path: str, pairs) -> None:
-        for index_ts, log_ts in pairs:
-            self._emit({"type": "timeindex-mismatch", "file": abs_path, "index_timestamp": index_ts, "log_timestamp": log_ts})
-
-    def time_out_of_order(self, abs_path: str, pairs) -> None:
-        for index_ts, prev_ts in pairs:
-            self._emit({"type": "timeindex-out-of-order", "file": abs_path, "index_timestamp": index_ts,
-                        "previous_timestamp": prev_ts})
-
-    def time_not_found(self, abs_path: str, pairs) -> None:
-        for index_offset, log_offset in pairs:
-            self._emit({"type": "timeindex-offset-not-found", "file": abs_path, "index_offset": index_offset,
-                        "log_offset": log_offset})
-
-    def non_consecutive(self, abs_path: str, pairs) -> None:
-        for prev, nxt in pairs:
-            self._emit({"type": "non-consecutive-offsets", "file": abs_path, "previous": prev, "next": nxt})
-
-
-def _control_json(record) -> dict:
-    from plog.formats.control import ControlRecordType, decode_control_value, parse_control_key_type_id
-
-    try:
-        version, type_id = parse_control_key_type_id(record.key)
-    except FormatError as e:
-        return {"error": e.reason}
-    control_type = ControlRecordType.from_type_id(type_id)
-    obj: dict = {"control_type": control_type.name, "type_id": type_id, "key_version": version}
-    if control_type is not ControlRecordType.UNKNOWN:
-        try:
-            fields = decode_control_value(control_type, record.value)
-            obj["value"] = json.loads(_kraft_or_marker_json(control_type, fields))
-        except FormatError as e:
-            obj["error"] = e.reason
-    return obj
-
-
-def _kraft_or_marker_json(control_type, fields: dict) -> str:
-    from plog.formats.control import KRAFT_VALUE_SCHEMAS
-    from plog.formats.protocol import jackson_dumps, to_kafka_json
-
-    schema = KRAFT_VALUE_SCHEMAS.get(control_type)
-    if schema is None:
-        return json.dumps(fields)
-    return jackson_dumps(to_kafka_json(schema, 0, fields))
 
 
 # --------------------------------------------------------------------------- the run
@@ -651,7 +190,7 @@ class _Reports:
         m.setdefault(path, []).append(pair)
 
 
-class DumpRun:
+class DumpRun(IndexDumps):
     """Dump files one after the other; call :meth:`finish` after the last one.
 
     ``problems`` counts what a ``--verify-index-only``/``--index-sanity-check`` run found
@@ -743,100 +282,7 @@ class DumpRun:
                 # A TreeMap keyed by the previous offset: ascending, the last pair wins.
                 reports.non_consecutive[abs_path] = sorted({**dict(earlier), **dict(pairs)}.items())
 
-    # -- indexes
-
-    def _dump_index(self, path: str) -> None:
-        name = os.path.basename(path)
-        base = _base_offset(name)
-        log_path = sibling_file(os.path.abspath(path), LOG_FILE_SUFFIX)
-        log_size = os.path.getsize(log_path)  # Kafka opens the log first: a missing one is an error
-        with IndexFile(path, OFFSET_INDEX_ENTRY_SIZE, base, trim_zero_tail=False, missing_ok=False) as index:
-            if index.entries == 0:
-                self.renderer.index_empty(path)
-                return
-            if self.options.index_sanity_check:
-                self._sanity(path, index)
-                return
-            mismatches: list[tuple[int, int]] = []
-            with open(log_path, "rb") as log:
-                for i, (offset, position) in enumerate(_entries(index, iter_offset_entries)):
-                    if offset == base and i > 0:
-                        break  # the zero-filled preallocated tail of an active segment
-                    last = _first_batch_last_offset(log, log_size, position, self.options.max_message_size, log_path)
-                    if last != offset:
-                        mismatches.append((offset, last))
-                    if not self.options.verify_index_only:
-                        self.renderer.offset_entry(path, offset, position)
-            if mismatches:
-                self.problems += len(mismatches)
-                abs_path = os.path.abspath(path)
-                reports = self.reports
-                reports.called("index_mismatches", abs_path, len(mismatches))  # one put per mismatch
-                earlier = reports.index_mismatches.get(abs_path, [])
-                if self.options.kafka_version < 4:
-                    reports.index_mismatches[abs_path] = list(reversed(mismatches)) + earlier
-                else:
-                    reports.index_mismatches[abs_path] = sorted({**dict(earlier), **dict(mismatches)}.items(),
-                                                                reverse=True)
-
-    def _sanity(self, path: str, index: IndexFile) -> None:
-        try:
-            index.sanity_check(os.path.abspath(path))
-        except CorruptIndexError as e:
-            # Kafka throws: no "passed" line, and the tool dies (exit 1).
-            if self._kafka_dies:
-                raise FormatError(f"{java_file_path(path)} failed sanity check: {e.reason}") from None
-            self.problems += 1
-            self.err(f"{java_file_path(path)} failed sanity check: {e.reason}")
-            return
-        self.renderer.sanity_passed(path)
-
-    def _dump_timeindex(self, path: str) -> None:
-        name = os.path.basename(path)
-        base = _base_offset(name)
-        log_path = sibling_file(os.path.abspath(path), LOG_FILE_SUFFIX)
-        # Kafka opens the segment's .log before its indexes: a missing one fails here, first.
-        os.stat(log_path)
-        index_path = sibling_file(os.path.abspath(path), INDEX_FILE_SUFFIX)
-        if self._kafka_dies and not os.path.exists(index_path):
-            # Kafka opens the offset index with maxIndexSize -1: a missing one is created
-            # (empty) and then rejected, before the time index is read.
-            raise FormatError(f"{index_path}: the offset index of {os.path.basename(path)} is missing "
-                              "(Kafka: IllegalArgumentException: Invalid max index size: -1)")
-        with IndexFile(path, TIME_INDEX_ENTRY_SIZE, base, trim_zero_tail=False, missing_ok=False) as time_index, \
-                IndexFile(index_path, OFFSET_INDEX_ENTRY_SIZE, base, trim_zero_tail=False) as offset_index:
-            if self.options.index_sanity_check:
-                self._sanity(path, time_index)
-                return
-            abs_path = os.path.abspath(path)
-            reports = self.reports
-            v3 = self.options.kafka_version < 4
-            offset_index.load(INDEX_READ_LIMIT)
-            prev_timestamp = -1
-            for i, (timestamp, offset) in enumerate(_entries(time_index, iter_time_entries)):
-                if offset == base and i > 0:
-                    break
-                position = offset_index.offset_lookup(offset).position
-                batch = _find_batch(log_path, position, offset)
-                if batch is None:
-                    reports.time_error("time_not_found", abs_path, (offset, -1), v3)
-                    self.problems += 1
-                elif batch[0] != offset:
-                    reports.time_error("time_not_found", abs_path, (offset, batch[0]), v3)
-                    self.problems += 1
-                else:
-                    max_timestamp = batch[1]
-                    if max_timestamp != timestamp:
-                        reports.time_error("time_mismatch", abs_path, (timestamp, max_timestamp), v3)
-                        self.problems += 1
-                    if prev_timestamp >= timestamp:
-                        reports.time_error("time_out_of_order", abs_path, (timestamp, prev_timestamp), v3)
-                        self.problems += 1
-                if not self.options.verify_index_only:
-                    self.renderer.time_entry(path, timestamp, offset)
-                prev_timestamp = timestamp
-
-    # -- producer snapshots, transaction indexes, text checkpoints
+    # -- producer snapshots, text checkpoints (the index files are IndexDumps')
 
     def _dump_snapshot(self, path: str) -> None:
         from plog.formats.producer_snapshot import decode_snapshot
@@ -853,13 +299,6 @@ class DumpRun:
             return
         for entry in entries:
             self.renderer.snapshot_entry(path, entry)
-
-    def _dump_txnindex(self, path: str) -> None:
-        base = _base_offset(os.path.basename(path))
-        with IndexFile(path, TXN_INDEX_ENTRY_SIZE, base, trim_zero_tail=False, missing_ok=False) as index:
-            for _, chunk in index.chunks():
-                for txn in iter_txn_entries(chunk, os.path.abspath(path)):
-                    self.renderer.txn_entry(path, txn)
 
     def _dump_text_checkpoint(self, path: str) -> None:
         from plog.engine.inspect.dump_checkpoints import render_checkpoint
@@ -912,68 +351,13 @@ def _sequences(batch, offsets: list[int]):
     return out
 
 
-_ENTRY_HEAD = struct.Struct(">qiiB")  # offset, size, (crc|partitionLeaderEpoch), magic
-
-
-def _first_batch_last_offset(log, log_size: int, position: int, max_message_size: int, log_path: str) -> int:
-    """``fileRecords.slice(position, maxMessageSize).batches().iterator().next().lastOffset()``."""
-    if position < 0:
-        raise FormatError(f"Invalid position: {position} in read from {log_path}")
-    if position > log_size:
-        raise FormatError(f"Slice from position {position} exceeds end position of {log_path}")
-    available = min(max_message_size, log_size - position)
-    if available < 17 + 1:
-        raise FormatError(f"no batch at position {position} of {log_path} (NoSuchElementException)")
-    log.seek(position)
-    head = log.read(27)
-    offset, size, _, magic = _ENTRY_HEAD.unpack_from(head, 0)
-    if size < 14:
-        raise FormatError(f"Found record size {size} smaller than minimum record overhead (14) in file {log_path}.")
-    if available < size + 12:
-        raise FormatError(f"no whole batch within {max_message_size} bytes at position {position} of {log_path} "
-                          "(NoSuchElementException; try a larger --max-message-size)")
-    if magic == 2:
-        if len(head) < 27:
-            raise FormatError(f"truncated batch header at position {position} of {log_path}")
-        return offset + struct.unpack_from(">i", head, 23)[0]
-    if magic in (0, 1):
-        return offset
-    raise FormatError(f"Invalid magic found in record: {magic}")
-
-
-def _find_batch(log_path: str, position: int, offset: int) -> tuple[int, int] | None:
-    """The first batch from ``position`` whose last offset is >= ``offset``: its last
-    offset and the max timestamp of its records (Kafka iterates the records); None when
-    there is none."""
-    for batch in FileBatches(log_path, position, None, chunk_size=1 << 20):
-        if batch.last_offset >= offset:
-            if batch.last_offset != offset:
-                return batch.last_offset, -1
-            max_ts = -1
-            for record in batch.records():
-                if record.timestamp > max_ts:
-                    max_ts = record.timestamp
-            return batch.last_offset, max_ts
-    return None
-
-
-def _entries(index: IndexFile, decode):
-    """Every whole entry of ``index``, decoded by ``decode`` (``iter_offset_entries`` or
-    ``iter_time_entries``), read in bounded chunks."""
-    for _, chunk in index.chunks():
-        yield from decode(chunk, index.base_offset)
-
-
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
     "DumpOptions",
     "DumpRun",
-    "JsonRenderer",
     "TEXT_CHECKPOINT_FILES",
-    "TextRenderer",
     "expand_dump_paths",
     "file_kind",
-    "java_file_path",
-    "report_map_order",
     "log_header",
+    "report_map_order",
 ]

@@ -26,47 +26,30 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import struct
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple
 
-from plog.formats.batches import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_V2_SIZE, RECORD_OVERHEAD_V0
+from plog.formats.batch_header import ENTRY_HEAD, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_OFFSET, MIN_V2_SIZE
+from plog.formats.batch_header import LEGACY_ATTRIBUTES_OFFSET, RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, v1_timestamp
+from plog.formats.batch_header import CODEC_MASK, V2_HEADER, V2_HEADER_SIZE
 from plog.formats.checkpoints import uuid_to_base64url
 from plog.formats.compression import CODEC_NAMES
 from plog.formats.errors import FormatError
 from plog.formats.indexes import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
 from plog.formats.legacy import LegacyBatch
-from plog.formats.record_batch import (
-    CONTROL_FLAG_MASK,
-    HEADER,
-    RECORD_BATCH_OVERHEAD,
-    TRANSACTIONAL_FLAG_MASK,
-)
+from plog.formats.record_batch import CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK
 
 from plog.engine.storage import checkpoints as _ckf
-from plog.engine.storage.discovery import (
-    CHECKPOINT_FILES,
-    LOG_DIR_FILES,
-    LogDirCheckpoints,
-    LogDirInfo,
-    NotAKafkaPathError,
-    PartitionInfo,
-    SegmentFiles,
-    classify,
-    log_dirs,
-    partition_facts,
-    read_checkpoints,
-    scan_partition,
-    segment_base_offset,
-)
+from plog.engine.storage.discovery import CHECKPOINT_FILES, LOG_DIR_FILES, LogDirCheckpoints, LogDirInfo, PartitionInfo
+from plog.engine.storage.discovery import NotAKafkaPathError, classify, log_dirs, scan_partition, segment_base_offset
+from plog.engine.storage.discovery import SegmentFiles, partition_facts, read_checkpoints
 from plog.engine.errors import EngineError
 from plog.engine.storage.index_file import IndexFile
+from plog.engine.storage.lock import lock_holder
 from plog.engine.storage.file_names import BOOTSTRAP_CHECKPOINT, LOCK_FILE_NAME, file_name
 
 BIG_READ = 64 * 1024
 SMALL_READ = 4 * 1024
-_ENTRY_HEAD = struct.Struct(">qi")
-_Q = struct.Struct(">q")
 
 
 # -- header walk -------------------------------------------------------------------------
@@ -92,7 +75,7 @@ class HeaderInfo(NamedTuple):
 
     @property
     def codec(self) -> int:
-        return self.attributes & 0x07
+        return self.attributes & CODEC_MASK
 
     @property
     def next_offset(self) -> int:
@@ -137,21 +120,22 @@ class HeaderWalk:
         pos = self.start
         buf, buf_pos, blen = b"", pos, 0
         read_size = BIG_READ
-        unpack_header = HEADER.unpack_from
-        unpack_entry = _ENTRY_HEAD.unpack_from
+        unpack_header = V2_HEADER.unpack_from
+        unpack_entry = ENTRY_HEAD.unpack_from
         make = tuple.__new__
+        head_size, magic_at = V2_HEADER_SIZE, MAGIC_OFFSET
         # The loop runs once per batch: one unpack of the whole v2 header, no other calls.
         while end - pos > HEADER_SIZE_UP_TO_MAGIC:
             off = pos - buf_pos
             avail = blen - off
-            if avail < RECORD_BATCH_OVERHEAD and avail < end - pos:
-                need = min(RECORD_BATCH_OVERHEAD, end - pos)
+            if avail < head_size and avail < end - pos:
+                need = min(head_size, end - pos)
                 buf = os.pread(fd, max(need, min(read_size, end - pos)), pos)
                 buf_pos, off, blen = pos, 0, len(buf)
                 if blen < need:  # the file shrank under us
                     break
-            magic = buf[off + 16]
-            if magic == 2 and end - pos >= RECORD_BATCH_OVERHEAD:
+            magic = buf[off + magic_at]
+            if magic == 2 and end - pos >= head_size:
                 (base, size, ple, _magic, _crc, attributes, delta, _bts, max_ts, pid, _pe, _bs,
                  count) = unpack_header(buf, off)
             else:
@@ -166,19 +150,20 @@ class HeaderWalk:
             if magic == 2:
                 if size < MIN_V2_SIZE:
                     self.error = FormatError(f"Record batch is corrupt (the size {size + LOG_OVERHEAD} is smaller "
-                                             f"than the minimum allowed overhead {RECORD_BATCH_OVERHEAD})", pos)
+                                             f"than the minimum allowed overhead {V2_HEADER_SIZE})", pos)
                     break
                 info = make(HeaderInfo, (pos, LOG_OVERHEAD + size, 2, base, base + delta, attributes, max_ts,
                                          count, pid, ple))
             elif magic == 0 or magic == 1:
-                attributes = buf[off + 17]
+                attributes = buf[off + LEGACY_ATTRIBUTES_OFFSET]
                 timestamp = -1
                 if magic == 1:
-                    if size < 22:
-                        self.error = FormatError(f"Magic v1 message of size {size} is below the minimum 22", pos)
+                    if size < RECORD_OVERHEAD_V1:
+                        self.error = FormatError(f"Magic v1 message of size {size} is below the minimum "
+                                                 f"{RECORD_OVERHEAD_V1}", pos)
                         break
-                    timestamp = _Q.unpack_from(buf, off + 18)[0]
-                compressed = attributes & 0x07
+                    timestamp = v1_timestamp(buf, off)
+                compressed = attributes & CODEC_MASK
                 info = HeaderInfo(pos, LOG_OVERHEAD + size, magic, None if compressed else offset, offset,
                                   attributes, timestamp, None if compressed else 1, -1, -1)
             else:
@@ -349,7 +334,8 @@ def _absorb(s: SegmentSummary, walk: HeaderWalk, *, count: bool, limit: int | No
         lo = 1 << 63
     if hi is None:
         hi = -1
-    names = _CODEC_NAMES
+    names, codec_mask = _CODEC_NAMES, CODEC_MASK
+    txn_or_control = TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK
     last = first = None
     for h in walk:
         _pos, _size, magic, _base, _last, attributes, ts, n, _pid, _ple = h
@@ -360,7 +346,7 @@ def _absorb(s: SegmentSummary, walk: HeaderWalk, *, count: bool, limit: int | No
             records_known = False
         else:
             records += n
-        name = names[attributes & 0x07]
+        name = names[attributes & codec_mask]
         codecs[name] = codecs.get(name, 0) + 1
         magics[magic] = magics.get(magic, 0) + 1
         if ts >= 0:
@@ -368,7 +354,7 @@ def _absorb(s: SegmentSummary, walk: HeaderWalk, *, count: bool, limit: int | No
                 lo = ts
             if ts > hi:
                 hi = ts
-        if magic == 2 and attributes & 0x30:
+        if magic == 2 and attributes & txn_or_control:
             if attributes & TRANSACTIONAL_FLAG_MASK:
                 txn += 1
             if attributes & CONTROL_FLAG_MASK:
@@ -501,36 +487,6 @@ def summarize_partition(info: PartitionInfo, checkpoints: LogDirCheckpoints | No
 # -- per log dir -------------------------------------------------------------------------
 
 
-def lock_holder(lock_path: str) -> tuple[bool, int | None]:
-    """``(checked, pid)``: the process holding a POSIX or flock lock on ``lock_path`` per
-    ``/proc/locks`` (Linux), without taking any lock. ``checked`` is False when
-    ``/proc/locks`` is unavailable. The pid is as seen from the lock owner's namespace."""
-    try:
-        st = os.stat(lock_path)
-        with open("/proc/locks", encoding="ascii", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return False, None
-    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
-    for line in lines:
-        parts = line.split()
-        if "->" in parts:  # a waiter, not a holder
-            continue
-        for i, part in enumerate(parts):
-            bits = part.split(":")
-            if len(bits) == 3 and i > 0:
-                try:
-                    dev = (int(bits[0], 16), int(bits[1], 16), int(bits[2]))
-                except ValueError:
-                    continue
-                if dev == want:
-                    try:
-                        return True, int(parts[i - 1])
-                    except ValueError:
-                        return True, -1
-    return True, None
-
-
 def summarize_log_dir(info: LogDirInfo, *, quick: bool = False, only: list[PartitionInfo] | None = None,
                       progress: Callable[[str], None] | None = None) -> LogDirSummary:
     """A :class:`LogDirSummary` of one log directory (or of the partitions in ``only``)."""
@@ -606,7 +562,6 @@ __all__ = [
     "PartitionSummary",
     "SegmentSummary",
     "inventory",
-    "lock_holder",
     "summarize_log_dir",
     "summarize_partition",
     "summarize_segment",

@@ -45,19 +45,18 @@ Offline differences, each chosen so the answer is the one the running broker wou
   skipped by timestamp lookups: Kafka deletes them at its next retention check.
 * A ``.index``/``.timeindex`` pair without a ``.log`` is ignored (Kafka deletes orphans).
 
-Every lookup returns a result dataclass whose ``steps`` list says what was done, in order,
-with the index entries probed by each binary search; ``plog lookup --explain`` prints it.
+Every lookup returns a result dataclass (:mod:`~plog.engine.inspect.lookup_results`) whose
+``steps`` list says what was done, in order, with the index entries probed by each binary
+search; ``plog lookup --explain`` prints it. The partition looked at is a
+:class:`~plog.engine.inspect.partition_view.PartitionView`.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from bisect import bisect_right
-from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
-from plog.formats.compression import CODEC_NAMES
 from plog.formats.errors import FormatError
 from plog.formats.indexes import (
     OFFSET_INDEX_ENTRY_SIZE,
@@ -68,28 +67,25 @@ from plog.formats.indexes import (
 )
 from plog.formats.legacy import LegacyBatch
 from plog.formats.record_batch import RecordBatch
-from plog.formats.records import TIMESTAMP_TYPE_NAMES
 
-from plog.engine.storage.discovery import (
-    NotAKafkaPathError,
-    PartitionInfo,
-    SegmentFiles,
-    classify,
-    log_dirs,
-    partition_facts,
-    read_checkpoints,
-    scan_partition,
-    segment_base_offset,
+from plog.engine.errors import InvalidOffsetSpecError, OffsetOutOfRangeError
+from plog.engine.inspect.lookup_results import (
+    BatchHeader,
+    IndexProbe,
+    LookupStep,
+    OffsetLookupResult,
+    TimestampLookupResult,
 )
-from plog.engine.errors import InvalidOffsetSpecError, LogDirError, OffsetOutOfRangeError
+from plog.engine.inspect.partition_view import (
+    PartitionView,
+    log_size,
+    open_partition,
+    segment_batches,
+    segment_next_offset,
+)
 from plog.engine.offset_spec import INT64_MAX, parse_offset, parse_time
-from plog.engine.storage.file_names import (
-    INDEX_FILE_SUFFIX,
-    LOG_START_OFFSET_CHECKPOINT,
-    TIME_INDEX_FILE_SUFFIX,
-    file_name,
-)
-from plog.engine.storage.file_records import FileBatches
+from plog.engine.storage.discovery import SegmentFiles
+from plog.engine.storage.file_names import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, file_name
 # The read-only index reader; named here too (``lookup.IndexFile``) for older callers.
 from plog.engine.storage.index_file import IndexFile, largest_lower_bound
 
@@ -98,359 +94,15 @@ LATEST_TIMESTAMP = -1  # ListOffsetsRequest.LATEST_TIMESTAMP
 MAX_TIMESTAMP = -3  # ListOffsetsRequest.MAX_TIMESTAMP (KIP-734)
 SPECIAL_TIMESTAMPS = {EARLIEST_TIMESTAMP: "earliest", LATEST_TIMESTAMP: "latest", MAX_TIMESTAMP: "max-timestamp"}
 
-#: First read when scanning forward from an index entry: Kafka indexes every 4 KiB, so the
-#: batch sought is almost always within the first read.
-SCAN_CHUNK = 64 * 1024
-
 #: Batches listed one by one in a step's data (the count is always exact).
 MAX_LISTED_BATCHES = 50
-
-
-# -- results -----------------------------------------------------------------------------
-
-
-@dataclass
-class LookupStep:
-    """One step of a lookup: a short ``name``, a sentence, and the numbers behind it."""
-
-    name: str
-    text: str
-    data: dict = field(default_factory=dict)
-
-
-@dataclass
-class BatchHeader:
-    """The header of one batch (v2) or legacy entry (v0/v1), as found on disk."""
-
-    segment_base_offset: int
-    position: int
-    size: int
-    magic: int
-    base_offset: int
-    last_offset: int
-    records_count: int | None
-    base_timestamp: int | None
-    max_timestamp: int
-    timestamp_type: str
-    codec: str
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    last_sequence: int
-    partition_leader_epoch: int
-    is_transactional: bool
-    is_control: bool
-    crc: int
-    crc_valid: bool
-
-    @classmethod
-    def of(cls, batch, segment_base_offset: int) -> "BatchHeader":
-        legacy = isinstance(batch, LegacyBatch)
-        codec_id = batch.compression
-        return cls(
-            segment_base_offset=segment_base_offset,
-            position=batch.position,
-            size=batch.size_in_bytes,
-            magic=batch.magic,
-            base_offset=batch.base_offset,
-            last_offset=batch.last_offset,
-            records_count=batch.records_count,
-            base_timestamp=None if legacy else batch.base_timestamp,
-            max_timestamp=batch.max_timestamp,
-            timestamp_type=TIMESTAMP_TYPE_NAMES.get(batch.timestamp_type, str(batch.timestamp_type)),
-            codec=CODEC_NAMES.get(codec_id, f"unknown({codec_id})"),
-            producer_id=batch.producer_id,
-            producer_epoch=batch.producer_epoch,
-            base_sequence=batch.base_sequence,
-            last_sequence=batch.last_sequence,
-            partition_leader_epoch=batch.partition_leader_epoch,
-            is_transactional=batch.is_transactional,
-            is_control=batch.is_control,
-            crc=batch.crc,
-            crc_valid=batch.is_valid(),
-        )
-
-
-@dataclass
-class IndexProbe:
-    """One binary search of an index: the entry it settled on and every entry compared."""
-
-    path: str | None
-    kind: str  # "offset" or "time"
-    target: int
-    entries: int
-    slots: int
-    missing: bool
-    slot: int  # -1: no entry <= target
-    entry: tuple[int, int] | None  # (offset, position) or (timestamp, offset)
-    probes: list[tuple[int, int]]  # (slot, compared value: absolute offset or timestamp)
-
-
-@dataclass
-class OffsetLookupResult:
-    """Where an offset lives. ``batch`` holds it (or, in a compaction gap, holds the next
-    available offset); ``record_offset`` is the first record at or after the target."""
-
-    partition_path: str
-    topic: str | None
-    partition: int | None
-    target: int
-    log_start_offset: int
-    log_end_offset: int
-    segment_base_offset: int  # the segment holding ``batch``
-    segment_path: str
-    segment_size: int
-    floor_segment_base_offset: int  # the segment chosen first (greatest base <= target)
-    index: IndexProbe  # the floor segment's offset index lookup
-    scan_start_position: int
-    batches_scanned: int
-    batch: BatchHeader
-    record_offset: int | None
-    record_timestamp: int | None
-    record_batch_position: int | None  # position of the batch holding record_offset
-    record_segment_base_offset: int | None
-    record_error: str | None
-    steps: list[LookupStep]
-
-    @property
-    def exact(self) -> bool:
-        return self.record_offset == self.target
-
-
-@dataclass
-class TimestampLookupResult:
-    """The answer ListOffsets would give for ``target`` (-2, -1, -3 or a timestamp)."""
-
-    partition_path: str
-    topic: str | None
-    partition: int | None
-    target: int
-    kind: str  # "earliest", "latest", "max-timestamp" or "timestamp"
-    found: bool
-    offset: int | None
-    timestamp: int | None  # -1 for earliest/latest, as Kafka answers
-    leader_epoch: int | None
-    log_start_offset: int
-    log_end_offset: int
-    segment_base_offset: int | None = None
-    segment_path: str | None = None
-    segment_largest_timestamp: int | None = None
-    time_index: IndexProbe | None = None
-    offset_index: IndexProbe | None = None
-    scan_start_position: int | None = None
-    batches_scanned: int = 0
-    batch: BatchHeader | None = None
-    steps: list[LookupStep] = field(default_factory=list)
-
-
-# -- the partition being looked at -------------------------------------------------------
-
-
-class PartitionView:
-    """A partition folder (or one segment of it) as a lookup sees it: the segments that
-    have a ``.log``, the log start offset and, lazily, the log end offset.
-
-    Open one with :func:`open_partition` and pass it to several lookups to avoid listing
-    the folder and reading the last segment's tail each time.
-    """
-
-    def __init__(self, info: PartitionInfo, segments: list[SegmentFiles], *, log_start_offset: int,
-                 log_start_source: str, single_segment: bool = False, notes: list[str] | None = None,
-                 leader_epochs=()):
-        if not segments:
-            raise LogDirError(f"{info.path}: the partition has no segment (.log) files")
-        self.info = info
-        self.path = info.path
-        self.segments = segments
-        self.bases = [s.base_offset for s in segments]
-        self.log_start_offset = log_start_offset
-        self.log_start_source = log_start_source
-        self.single_segment = single_segment
-        self.notes = list(notes or [])
-        self._leader_epochs = list(leader_epochs)
-        self._leo: int | None = None
-        self._leo_steps: list[LookupStep] = []
-        self._largest: dict[int, tuple[int, int, str]] = {}
-
-    @property
-    def name(self) -> str:
-        return self.info.name
-
-    @property
-    def topic(self) -> str | None:
-        return self.info.topic_partition.topic if self.info.topic_partition else None
-
-    @property
-    def partition(self) -> int | None:
-        return self.info.topic_partition.partition if self.info.topic_partition else None
-
-    @property
-    def log_end_offset(self) -> int:
-        """Kafka's ``readNextOffset`` of the last segment (§8.7)."""
-        if self._leo is None:
-            self._leo, self._leo_steps = segment_next_offset(self.segments[-1])
-        return self._leo
-
-    def floor_segment(self, offset: int) -> int:
-        """Index of the segment with the greatest base offset <= ``offset``, or -1."""
-        return bisect_right(self.bases, offset) - 1
-
-    def live_segments(self) -> list[int]:
-        """Indexes of the segments not wholly below the log start offset."""
-        live = []
-        for i, seg in enumerate(self.segments):
-            nxt = self.bases[i + 1] if i + 1 < len(self.bases) else None
-            if nxt is not None and nxt <= self.log_start_offset:
-                continue
-            live.append(i)
-        return live
-
-    def largest_timestamp(self, i: int) -> tuple[int, int, str]:
-        """``(largest timestamp, offset of it, how it was found)`` of segment ``i``; see
-        the module docstring. The offset is where the running maximum was first reached
-        (a batch's last offset, or what the time index holds)."""
-        if i not in self._largest:
-            self._largest[i] = _segment_largest_timestamp(self.segments[i], last=i == len(self.segments) - 1)
-        return self._largest[i]
-
-    def leader_epochs(self) -> list:
-        """The partition's ``leader-epoch-checkpoint`` (none for a one-segment view)."""
-        return [] if self.single_segment else list(self._leader_epochs)
-
-    def __repr__(self) -> str:
-        return f"PartitionView({self.path!r}, segments={len(self.segments)})"
-
-
-def open_partition(path: str | os.PathLike, topic: str | None = None, partition: int | None = None) -> PartitionView:
-    """A :class:`PartitionView` of ``path``: a partition folder, one segment file (any of
-    ``.log``/``.index``/``.timeindex`` of it: the lookup is then confined to that segment,
-    from its base offset to its end), or a log/data directory with ``topic`` and
-    ``partition`` naming the partition (its current folder; several replicas under one
-    data directory are ambiguous).
-
-    Raises ``FileNotFoundError``, :class:`~plog.engine.storage.discovery.NotAKafkaPathError` or
-    :class:`~plog.engine.errors.LogDirError` (with a one-line message).
-    """
-    path = os.fspath(path)
-    kind = classify(path)
-    if kind == "segment":
-        base = segment_base_offset(path)
-        if base is None:
-            raise NotAKafkaPathError(
-                f"{path}: not a segment file (expected <20-digit base offset>.log, .index or .timeindex)")
-        info = scan_partition(os.path.dirname(os.path.abspath(path)))
-        seg = next((s for s in info.segments if s.base_offset == base), None)
-        if seg is None or seg.log is None:
-            raise LogDirError(f"{path}: segment {file_name(base)} has no .log file")
-        return PartitionView(info, [seg], log_start_offset=base, log_start_source="segment base offset",
-                             single_segment=True)
-    if kind == "partition":
-        info = scan_partition(path)
-        if (topic is not None or partition is not None) and info.topic_partition is not None:
-            tp = info.topic_partition
-            if (topic is not None and topic != tp.topic) or (partition is not None and partition != tp.partition):
-                raise LogDirError(f"{path} holds {tp.topic}-{tp.partition}, not the partition asked for")
-    else:
-        if topic is None or partition is None:
-            raise LogDirError(f"{path} is a {'log' if kind == 'logdir' else 'data'} directory: "
-                              "name the partition with --topic and --partition, or pass its folder")
-        matches = [p for d in log_dirs(path) for p in d.partitions
-                   if p.topic_partition is not None and tuple(p.topic_partition) == (topic, partition)]
-        current = [p for p in matches if p.kind == "current"] or matches
-        if not current:
-            raise LogDirError(f"{path}: no folder for partition {topic}-{partition}")
-        if len(current) > 1:
-            where = ", ".join(p.path for p in current)
-            raise LogDirError(f"{path}: {topic}-{partition} is in {len(current)} folders ({where}); pass one of them")
-        info = current[0]
-    segments = [s for s in info.segments if s.log is not None]
-    notes = []
-    orphans = [s for s in info.segments if s.log is None]
-    if orphans:
-        notes.append("index files without a .log are ignored (Kafka deletes them as orphans): "
-                     + ", ".join(s.name for s in orphans))
-    if not segments:
-        raise LogDirError(f"{info.path}: the partition has no segment (.log) files")
-    checkpoints = read_checkpoints(os.path.dirname(os.path.abspath(info.path)))
-    if LOG_START_OFFSET_CHECKPOINT in checkpoints.problems:
-        notes.append(checkpoints.problems[LOG_START_OFFSET_CHECKPOINT])
-    facts = partition_facts(info, checkpoints)
-    return PartitionView(info, segments, log_start_offset=facts.log_start_offset,
-                         log_start_source=facts.log_start_source, notes=notes, leader_epochs=facts.leader_epochs)
 
 
 def _as_view(target, topic, partition) -> PartitionView:
     return target if isinstance(target, PartitionView) else open_partition(target, topic, partition)
 
 
-# -- segment-level helpers ---------------------------------------------------------------
-
-
-def _log_size(seg: SegmentFiles) -> int:
-    return os.path.getsize(seg.log)
-
-
-def _batches(seg: SegmentFiles, position: int) -> FileBatches:
-    return FileBatches(seg.log, position, chunk_size=SCAN_CHUNK)
-
-
-def segment_next_offset(seg: SegmentFiles) -> tuple[int, list[LookupStep]]:
-    """``LogSegment.readNextOffset``: the offset after the segment's last batch (its base
-    offset when empty), reading from the last offset-index entry to the end."""
-    steps = []
-    with IndexFile(seg.index, OFFSET_INDEX_ENTRY_SIZE, seg.base_offset) as idx:
-        last = idx.last_offset_entry()
-    size = _log_size(seg)
-    start = last.position if last is not None and 0 <= last.position < size else 0
-    try:
-        next_offset, batches = _read_to_end(seg, start)
-    except FormatError:
-        if not start:
-            raise
-        next_offset = None  # the entry points inside a batch: a damaged index
-    if start and next_offset is None:
-        # The index points past the batches or into one (an index ahead of its .log, or
-        # damaged): read the whole segment instead.
-        next_offset, batches = _read_to_end(seg, 0)
-        start = 0
-    if next_offset is None:
-        next_offset = seg.base_offset
-    where = (f"last offset index entry {tuple(last)} → position {start}" if last is not None and start
-             else "no offset index entry: from position 0")
-    steps.append(LookupStep("log-end-offset",
-                            f"log end offset {next_offset}: read {seg.name}.log from {where} to its end "
-                            f"({batches} batches); the next offset after the last batch",
-                            {"segment": seg.base_offset, "position": start, "batches": batches,
-                             "log_end_offset": next_offset}))
-    return next_offset, steps
-
-
-def _read_to_end(seg: SegmentFiles, start: int) -> tuple[int | None, int]:
-    next_offset, n = None, 0
-    for batch in FileBatches(seg.log, start):
-        next_offset = batch.next_offset
-        n += 1
-    return next_offset, n
-
-
-def _segment_largest_timestamp(seg: SegmentFiles, last: bool) -> tuple[int, int, str]:
-    with IndexFile(seg.timeindex, TIME_INDEX_ENTRY_SIZE, seg.base_offset) as tidx:
-        entry = tidx.last_time_entry()
-    if entry is not None and entry.timestamp >= 0 and not last:
-        return entry.timestamp, entry.offset, "last time index entry"
-    if entry is not None and entry.timestamp >= 0:
-        with IndexFile(seg.index, OFFSET_INDEX_ENTRY_SIZE, seg.base_offset) as idx:
-            slot = largest_lower_bound(idx, entry.offset - seg.base_offset, OFFSET_INDEX_KEY)
-            position = idx.offset_entry(slot).position if slot >= 0 else 0
-        best, best_offset = entry.timestamp, entry.offset
-        how = "last time index entry, then the batches after it (active segment)"
-    else:
-        position, best, best_offset = 0, -1, seg.base_offset
-        how = "batch headers (no time index entry)"
-    for batch in _batches(seg, position):
-        if batch.max_timestamp > best:
-            best, best_offset = batch.max_timestamp, batch.last_offset
-    return best, best_offset, how
+# -- batches and index probes ------------------------------------------------------------
 
 
 def _copy(batch):
@@ -463,6 +115,26 @@ def _listed(batch) -> dict:
     return {"position": batch.position, "base_offset": batch.base_offset if not isinstance(batch, LegacyBatch)
             or batch.compression == 0 else None, "last_offset": batch.last_offset,
             "max_timestamp": batch.max_timestamp, "size": batch.size_in_bytes}
+
+
+
+
+def _scan(seg: SegmentFiles, position: int, hit: Callable) -> tuple[int, list[dict], object]:
+    """Read the batches of ``seg`` from ``position`` until ``hit(batch)`` is not None:
+    ``(batches read, the first MAX_LISTED_BATCHES of them listed, that value or None)``."""
+    n, listed = 0, []
+    for batch in segment_batches(seg, position):
+        n += 1
+        if len(listed) < MAX_LISTED_BATCHES:
+            listed.append(_listed(batch))
+        found = hit(batch)
+        if found is not None:
+            return n, listed, found
+    return n, listed, None
+
+
+def _more(n: int) -> str:
+    return f" (first {MAX_LISTED_BATCHES} listed in the data)" if n > MAX_LISTED_BATCHES else ""
 
 
 def _index_probe(index: IndexFile, kind: str, target: int, slot: int, probes: list) -> IndexProbe:
@@ -537,6 +209,7 @@ def resolve_offset(view: PartitionView, spec: int | str) -> int:
                                  "latest; a time goes to a lookup by timestamp")
 
 
+
 # -- lookup by offset --------------------------------------------------------------------
 
 
@@ -573,13 +246,34 @@ def lookup_offset(target: "str | os.PathLike | PartitionView", offset: int | str
     start, leo = view.log_start_offset, view.log_end_offset
     if not start <= offset < leo:
         raise OffsetOutOfRangeError(f"offset {offset} is out of range [{start}, {leo}) of {view.path}")
-    i = floor = view.floor_segment(offset)
-    seg = view.segments[i]
+    floor = view.floor_segment(offset)
+    seg = view.segments[floor]
     steps.append(LookupStep("segment", f"segment {seg.name}: the greatest base offset <= {offset} "
-                            f"among {len(view.segments)} segment(s)", {"segment": seg.base_offset, "index": i}))
+                            f"among {len(view.segments)} segment(s)", {"segment": seg.base_offset, "index": floor}))
+    seg_i, batch, first_probe, first_scan_start, scanned_total = _batch_holding(view, floor, offset, steps)
+    seg = view.segments[seg_i]
+    header = BatchHeader.of(batch, seg.base_offset)
+    steps.append(LookupStep("batch", f"batch at position {header.position} of {seg.name}.log: base offset "
+                            f"{header.base_offset}, last offset {header.last_offset}, "
+                            f"{header.records_count if header.records_count is not None else '?'} record(s), "
+                            f"{header.codec}, crc {'valid' if header.crc_valid else 'INVALID'}"))
+    rec_seg, rec_pos, rec_offset, rec_ts, rec_error = _record_step(view, seg_i, batch, offset, decode, header, steps)
+    return OffsetLookupResult(
+        partition_path=view.path, topic=view.topic, partition=view.partition, target=offset,
+        log_start_offset=start, log_end_offset=leo, segment_base_offset=seg.base_offset, segment_path=seg.log,
+        segment_size=log_size(seg), floor_segment_base_offset=view.bases[floor], index=first_probe,
+        scan_start_position=first_scan_start, batches_scanned=scanned_total, batch=header,
+        record_offset=rec_offset, record_timestamp=rec_ts, record_batch_position=rec_pos,
+        record_segment_base_offset=rec_seg, record_error=rec_error, steps=steps)
+
+
+def _batch_holding(view: PartitionView, i: int, offset: int, steps: list[LookupStep]) -> tuple:
+    """The first batch whose last offset >= ``offset``, from the floor segment ``i`` on (a
+    segment whose batches all end below it, a gap compaction left at its end, sends Kafka's
+    read to the next segment): ``(segment index, the batch, the floor segment's index probe
+    and scan start position, batches read)``."""
     first_probe = first_scan_start = None
     scanned_total = 0
-    found = None
     while i < len(view.segments):
         seg = view.segments[i]
         probe, position = offset_index_lookup(seg, offset)
@@ -590,42 +284,31 @@ def lookup_offset(target: "str | os.PathLike | PartitionView", offset: int | str
                                    else "; read from position 0"),
                                 {"segment": seg.base_offset, "slot": probe.slot, "entry": probe.entry,
                                  "probes": probe.probes, "position": position}))
-        listed, n = [], 0
-        for batch in _batches(seg, position):
-            n += 1
-            if len(listed) < MAX_LISTED_BATCHES:
-                listed.append(_listed(batch))
-            if batch.last_offset >= offset:
-                found = (i, _copy(batch))
-                break
+        n, listed, b = _scan(seg, position, lambda batch: _copy(batch) if batch.last_offset >= offset else None)
         scanned_total += n
-        more = f" (first {MAX_LISTED_BATCHES} listed in the data)" if n > MAX_LISTED_BATCHES else ""
-        if found:
-            b = found[1]
-            steps.append(LookupStep("scan", f"read {n} batch(es) from position {position}{more}: the first with "
+        data = {"segment": seg.base_offset, "from": position, "batches": n, "listed": listed}
+        if b is not None:
+            steps.append(LookupStep("scan", f"read {n} batch(es) from position {position}{_more(n)}: the first with "
                                     f"last offset >= {offset} is at position {b.position} "
-                                    f"(offsets {b.base_offset}..{b.last_offset})",
-                                    {"segment": seg.base_offset, "from": position, "batches": n, "listed": listed}))
-            break
-        steps.append(LookupStep("scan", f"read {n} batch(es) from position {position}{more}: none reaches offset "
-                                f"{offset} (a gap left by compaction); Kafka reads the next segment",
-                                {"segment": seg.base_offset, "from": position, "batches": n, "listed": listed}))
+                                    f"(offsets {b.base_offset}..{b.last_offset})", data))
+            return i, b, first_probe, first_scan_start, scanned_total
+        steps.append(LookupStep("scan", f"read {n} batch(es) from position {position}{_more(n)}: none reaches "
+                                f"offset {offset} (a gap left by compaction); Kafka reads the next segment", data))
         i += 1
-    if found is None:  # only possible if the log end offset moved while we read
-        raise OffsetOutOfRangeError(f"offset {offset}: no batch at or after it in {view.path}")
-    seg_i, batch = found
-    seg = view.segments[seg_i]
-    header = BatchHeader.of(batch, seg.base_offset)
-    steps.append(LookupStep("batch", f"batch at position {header.position} of {seg.name}.log: base offset "
-                            f"{header.base_offset}, last offset {header.last_offset}, "
-                            f"{header.records_count if header.records_count is not None else '?'} record(s), "
-                            f"{header.codec}, crc {'valid' if header.crc_valid else 'INVALID'}"))
+    # Only possible if the log end offset moved while we read.
+    raise OffsetOutOfRangeError(f"offset {offset}: no batch at or after it in {view.path}")
+
+
+def _record_step(view: PartitionView, seg_i: int, batch, offset: int, decode: bool, header: BatchHeader,
+                 steps: list[LookupStep]) -> tuple:
+    """The first record at or after ``offset`` and the step that says so: ``(segment base,
+    batch position, offset, timestamp, error)``, None where unknown."""
     rec_offset = rec_ts = rec_pos = rec_seg = None
     rec_error = None
     try:
         hit = _first_record_at_or_after(view, seg_i, batch, offset, decode)
     except FormatError as e:
-        hit, rec_error = None, f"{seg.log}: {e}"
+        hit, rec_error = None, f"{view.segments[seg_i].log}: {e}"
     if hit is not None:
         rec_seg, rec_pos, rec_offset, rec_ts = hit
         if rec_offset == offset and rec_ts is None:
@@ -641,18 +324,13 @@ def lookup_offset(target: "str | os.PathLike | PartitionView", offset: int | str
                                 "empty batches)"))
     else:
         steps.append(LookupStep("record", f"the batch's records do not decode: {rec_error}"))
-    return OffsetLookupResult(
-        partition_path=view.path, topic=view.topic, partition=view.partition, target=offset,
-        log_start_offset=start, log_end_offset=leo, segment_base_offset=seg.base_offset, segment_path=seg.log,
-        segment_size=_log_size(seg), floor_segment_base_offset=view.bases[floor], index=first_probe, scan_start_position=first_scan_start,
-        batches_scanned=scanned_total, batch=header, record_offset=rec_offset, record_timestamp=rec_ts,
-        record_batch_position=rec_pos, record_segment_base_offset=rec_seg, record_error=rec_error, steps=steps)
+    return rec_seg, rec_pos, rec_offset, rec_ts, rec_error
 
 
 def _iter_from(view: PartitionView, seg_i: int, position: int) -> Iterator[tuple[int, object]]:
     """Batches from ``position`` of segment ``seg_i`` to the end of the log."""
     for i in range(seg_i, len(view.segments)):
-        for batch in _batches(view.segments[i], position if i == seg_i else 0):
+        for batch in segment_batches(view.segments[i], position if i == seg_i else 0):
             yield i, batch
 
 
@@ -750,36 +428,39 @@ def _lookup_real_timestamp(view: PartitionView, timestamp: int, result: Timestam
     result.segment_base_offset, result.segment_path = seg.base_offset, seg.log
     result.segment_largest_timestamp = largest
     result.time_index, result.offset_index, result.scan_start_position = tprobe, oprobe, position
-    n, listed = 0, []
-    for batch in _batches(seg, position):
-        n += 1
-        if len(listed) < MAX_LISTED_BATCHES:
-            listed.append(_listed(batch))
-        if batch.max_timestamp >= timestamp:
-            for record in batch.records():
-                if record.timestamp >= timestamp and record.offset >= start:
-                    result.found, result.offset, result.timestamp = True, record.offset, record.timestamp
-                    ple = batch.partition_leader_epoch
-                    result.leader_epoch = ple if not isinstance(batch, LegacyBatch) and ple >= 0 else None
-                    result.batch = BatchHeader.of(batch, seg.base_offset)
-                    break
-            if result.found:
-                break
+    n, listed, hit = _scan(seg, position, lambda batch: _record_at_or_after_time(batch, timestamp, start, seg))
     result.batches_scanned = n
-    more = f" (first {MAX_LISTED_BATCHES} listed in the data)" if n > MAX_LISTED_BATCHES else ""
-    if result.found:
-        steps.append(LookupStep("scan", f"read {n} batch(es) from position {position}{more}; the batch at position "
-                                f"{result.batch.position} has max timestamp {result.batch.max_timestamp} >= "
-                                f"{timestamp}", {"from": position, "batches": n, "listed": listed}))
+    data = {"from": position, "batches": n, "listed": listed}
+    if hit is not None:
+        result.found = True
+        result.offset, result.timestamp, result.leader_epoch, result.batch = hit
+        steps.append(LookupStep("scan", f"read {n} batch(es) from position {position}{_more(n)}; the batch at "
+                                f"position {result.batch.position} has max timestamp {result.batch.max_timestamp} >= "
+                                f"{timestamp}", data))
         steps.append(LookupStep("answer", f"offset {result.offset}: the first record with timestamp >= {timestamp}"
                                 f" (its timestamp is {result.timestamp})"))
     else:
-        steps.append(LookupStep("scan", f"read {n} batch(es) from position {position}{more}: no record with "
-                                f"timestamp >= {timestamp} and offset >= {start}",
-                                {"from": position, "batches": n, "listed": listed}))
+        steps.append(LookupStep("scan", f"read {n} batch(es) from position {position}{_more(n)}: no record with "
+                                f"timestamp >= {timestamp} and offset >= {start}", data))
         steps.append(LookupStep("answer", "no offset (ListOffsets answers offset -1); Kafka does not look in "
                                 "later segments"))
     return result
+
+
+def _leader_epoch(batch) -> int | None:
+    """The batch's partition leader epoch, as ListOffsets answers it (None for v0/v1)."""
+    ple = batch.partition_leader_epoch
+    return ple if not isinstance(batch, LegacyBatch) and ple >= 0 else None
+
+
+def _record_at_or_after_time(batch, timestamp: int, start: int, seg: SegmentFiles) -> tuple | None:
+    """``(offset, timestamp, leader epoch, batch header)`` of the first record of ``batch``
+    with timestamp >= ``timestamp`` and offset >= ``start``, or None."""
+    if batch.max_timestamp >= timestamp:
+        for record in batch.records():
+            if record.timestamp >= timestamp and record.offset >= start:
+                return record.offset, record.timestamp, _leader_epoch(batch), BatchHeader.of(batch, seg.base_offset)
+    return None
 
 
 def _lookup_max_timestamp(view: PartitionView, result: TimestampLookupResult) -> TimestampLookupResult:
@@ -806,15 +487,14 @@ def _lookup_max_timestamp(view: PartitionView, result: TimestampLookupResult) ->
     result.segment_largest_timestamp = ts
     result.offset_index, result.scan_start_position = oprobe, position
     n = 0
-    for batch in _batches(seg, position):
+    for batch in segment_batches(seg, position):
         n += 1
         if batch.max_timestamp == ts:
             if batch.magic > 0:  # RecordBatch.offsetOfMaxTimestamp: none for magic 0
                 for record in batch.records():
                     if record.timestamp == ts:
                         result.found, result.offset, result.timestamp = True, record.offset, ts
-                        ple = batch.partition_leader_epoch
-                        result.leader_epoch = ple if not isinstance(batch, LegacyBatch) and ple >= 0 else None
+                        result.leader_epoch = _leader_epoch(batch)
                         break
             result.batch = BatchHeader.of(batch, seg.base_offset)
             break

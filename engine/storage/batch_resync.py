@@ -29,21 +29,17 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 import zlib
 from typing import Callable, Iterable, NamedTuple
 
 from crc32c import crc32c
 
-from plog.formats.batches import LOG_OVERHEAD, MIN_V2_SIZE, RECORD_OVERHEAD_V0
-from plog.formats.record_batch import CRC_START, HEADER, RECORD_BATCH_OVERHEAD
+from plog.formats.batch_header import ENTRY_HEAD, LOG_OVERHEAD, MAGIC_OFFSET, MIN_V2_SIZE, RECORD_OVERHEAD_V0, SIZE_OFFSET
+from plog.formats.batch_header import LEGACY_CRC_START, LEGACY_ENTRY_HEAD, legacy_codec_known, legacy_min_size
+from plog.formats.batch_header import V2_CRC_START, V2_HEADER, V2_HEADER_SIZE, v2_header_plausible
 
 #: Bytes of a file read per window (and per read when a checksum is streamed).
 WINDOW = 1 << 20
-_HEAD = struct.Struct(">qi")  # offset, size
-_LEGACY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
-_LEGACY_CRC_START = 16
-_MAGIC_AT = 16
 _LEGACY_MIN = LOG_OVERHEAD + RECORD_OVERHEAD_V0  # 26: the smallest entry of any magic
 _NONZERO = re.compile(rb"[^\x00]")
 
@@ -107,49 +103,51 @@ def valid_entry_at(fd: int, buf, q: int, position: int, file_size: int, rules: E
     of a large entry is read from ``fd``). See the module docstring for the checks."""
     # Called for every candidate in damaged bytes: the tests that reject garbage come first.
     avail = len(buf) - q
-    if avail < _MAGIC_AT + 1:
+    if avail < MAGIC_OFFSET + 1:
         return False
-    offset, length = _HEAD.unpack_from(buf, q)
+    offset, length = ENTRY_HEAD.unpack_from(buf, q)
     stop = position + LOG_OVERHEAD + length
     if length < RECORD_OVERHEAD_V0 or stop > file_size:
         return False
     min_offset, max_offset, max_size, legacy = rules
     if (max_size is not None and length + LOG_OVERHEAD > max_size) or (min_offset is not None and offset < min_offset):
         return False
-    magic = buf[q + _MAGIC_AT]
+    magic = buf[q + MAGIC_OFFSET]
     if magic == 2:
-        if length < MIN_V2_SIZE or avail < RECORD_BATCH_OVERHEAD:
+        if length < MIN_V2_SIZE or avail < V2_HEADER_SIZE:
             return False
-        (_, _, _, _, stored, attributes, lod, _, _, _, _, _, count) = HEADER.unpack_from(buf, q)
-        if attributes & ~0x7F or (attributes & 7) > 4 or lod < 0 or count < 0 or count > lod + 1:
+        (_, _, _, _, stored, attributes, lod, _, _, _, _, _, count) = V2_HEADER.unpack_from(buf, q)
+        if not v2_header_plausible(attributes, lod) or count < 0 or count > lod + 1:
             return False
         if max_offset is not None and offset + lod > max_offset:
             return False
-        return _checksum_matches(fd, buf, q, position, stop, CRC_START, crc32c, stored)
-    if magic > 1 or not legacy or length < RECORD_OVERHEAD_V0 + 8 * magic or avail < 18 or offset < 0:
+        return _checksum_matches(fd, buf, q, position, stop, V2_CRC_START, crc32c, stored)
+    if (magic > 1 or not legacy or length < legacy_min_size(magic) or avail < LEGACY_ENTRY_HEAD.size
+            or offset < 0):
         return False
     if max_offset is not None and offset > max_offset:
         return False
-    _, _, stored, _, attributes = _LEGACY_HEAD.unpack_from(buf, q)
-    if attributes & 7 > 3:
+    _, _, stored, _, attributes = LEGACY_ENTRY_HEAD.unpack_from(buf, q)
+    if not legacy_codec_known(attributes):
         return False
-    return _checksum_matches(fd, buf, q, position, stop, _LEGACY_CRC_START, zlib.crc32, stored)
+    return _checksum_matches(fd, buf, q, position, stop, LEGACY_CRC_START, zlib.crc32, stored)
 
 
 def _legacy_candidates(buf: bytes, window: int) -> Iterable[int]:
     """Positions in ``buf[:window]`` whose size field is non-zero and magic is 0 or 1."""
     q = 0
-    limit = min(window, len(buf) - 18)
+    limit = min(window, len(buf) - LEGACY_ENTRY_HEAD.size)
+    size_at, size_end = SIZE_OFFSET, LOG_OVERHEAD  # an entry's size field
     while q < limit:
-        if buf[q + 8:q + 12] == b"\0\0\0\0":
+        if buf[q + size_at:q + size_end] == b"\0\0\0\0":
             # A zero size cannot start an entry: jump so that the size field's last byte is
             # the next non-zero byte (zero-filled regions cost one regex search).
-            m = _NONZERO.search(buf, q + 12)
+            m = _NONZERO.search(buf, q + size_end)
             if m is None:
                 return
-            q = max(q + 1, m.start() - 11)
+            q = max(q + 1, m.start() - (size_end - 1))
             continue
-        if buf[q + _MAGIC_AT] <= 1:
+        if buf[q + MAGIC_OFFSET] <= 1:
             yield q
         q += 1
 
@@ -160,20 +158,20 @@ def find_next_entry(fd: int, start: int, file_size: int, rules: EntryRules = Ent
     or None. ``first_try``, a position at or after ``start`` (where a damaged entry's own size
     field points), is tried before any other."""
     if first_try is not None and start <= first_try < file_size:
-        head = os.pread(fd, RECORD_BATCH_OVERHEAD, first_try)
+        head = os.pread(fd, V2_HEADER_SIZE, first_try)
         if valid_entry_at(fd, head, 0, first_try, file_size, rules):
             return first_try
     pos = start
     while pos + _LEGACY_MIN <= file_size:
-        buf = os.pread(fd, WINDOW + RECORD_BATCH_OVERHEAD, pos)
+        buf = os.pread(fd, WINDOW + V2_HEADER_SIZE, pos)
         if not buf:
             return None
         window = min(WINDOW, len(buf))
         hits = []
-        j = buf.find(b"\x02", _MAGIC_AT, window + _MAGIC_AT)
+        j = buf.find(b"\x02", MAGIC_OFFSET, window + MAGIC_OFFSET)
         while j >= 0:
-            hits.append(j - _MAGIC_AT)
-            j = buf.find(b"\x02", j + 1, window + _MAGIC_AT)
+            hits.append(j - MAGIC_OFFSET)
+            j = buf.find(b"\x02", j + 1, window + MAGIC_OFFSET)
         if rules.legacy:
             hits = sorted(set(hits).union(_legacy_candidates(buf, window)))
         for q in hits:

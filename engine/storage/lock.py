@@ -20,7 +20,8 @@ The descriptor of a held lock counts against the process's descriptor budget
 (:mod:`plog.engine.storage.descriptor_budget`) as a pinned one: it is never closed to make room, and
 the budget closes idle segment files and index maps instead.
 
-Readers (dump, verify, lookup, scan) never take the lock.
+Readers (dump, verify, lookup, scan) never take the lock; :func:`lock_holder` tells whether
+another process holds it, from ``/proc/locks``.
 """
 
 from __future__ import annotations
@@ -141,3 +142,34 @@ def held_log_dirs() -> list[str]:
     """Real paths of the log directories this process holds, sorted."""
     with _registry_lock:
         return sorted(_held)
+
+
+def lock_holder(lock_path: str) -> tuple[bool, int | None]:
+    """``(checked, pid)``: the process holding a POSIX or flock lock on ``lock_path`` per
+    ``/proc/locks`` (Linux), without taking any lock (so without the traps above: nothing is
+    opened but ``/proc/locks``). ``checked`` is False when ``/proc/locks`` is unavailable.
+    The pid is as seen from the lock owner's namespace."""
+    try:
+        st = os.stat(lock_path)
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return False, None
+    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    for line in lines:
+        parts = line.split()
+        if "->" in parts:  # a waiter, not a holder
+            continue
+        for i, part in enumerate(parts):
+            bits = part.split(":")
+            if len(bits) == 3 and i > 0:
+                try:
+                    dev = (int(bits[0], 16), int(bits[1], 16), int(bits[2]))
+                except ValueError:
+                    continue
+                if dev == want:
+                    try:
+                        return True, int(parts[i - 1])
+                    except ValueError:
+                        return True, -1
+    return True, None

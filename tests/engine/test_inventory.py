@@ -12,7 +12,8 @@ import pytest
 from conftest import CORPUS
 from plog.engine.storage.discovery import log_dirs
 from plog.engine.storage.file_records import FileBatches
-from plog.engine.inspect.inventory import HeaderWalk, inventory, lock_holder
+from plog.engine.inspect.inventory import HeaderWalk, inventory
+from plog.engine.storage.lock import lock_holder
 from plog.formats.legacy import encode_legacy_batch
 from plog.formats.record_batch import encode_batch
 
