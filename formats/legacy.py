@@ -259,6 +259,13 @@ class LegacyBatch:
         )
 
 
+def header_first_offset(batch) -> int:
+    """The first offset a batch's header gives without decompressing anything: a v2
+    batch's base offset; a legacy entry's own offset (for a compressed wrapper that is its
+    last inner offset: the wrapper counts as that one offset)."""
+    return batch.last_offset if isinstance(batch, LegacyBatch) else batch.base_offset
+
+
 # ---------------------------------------------------------------------------------------
 # Encoding
 

@@ -6,13 +6,9 @@ The caller opens the :class:`~plog.engine.storage.log.Log` writable (holding the
 
 What happens, as Kafka's ``LogCleanerManager`` + ``Cleaner`` do it:
 
-1. **Cleanability** (:func:`log_to_clean`, §16.2). The first dirty offset is the checkpoint
-   (reset to the log start offset when it is outside ``[log start, LEO]``). Nothing at or
-   past the *first uncleanable offset* is touched: ``min(last stable offset, active segment
-   base, first segment younger than min.compaction.lag.ms)``, rounded down to a segment
-   base. The log qualifies when ``cleanable / (clean + cleanable) > min.cleanable.dirty.ratio``
-   or when a dirty segment is older than ``max.compaction.lag.ms`` (and there is something
-   cleanable).
+1. **Cleanability** (:func:`~plog.engine.maintenance.cleaner_manager.log_to_clean`, §16.2):
+   the dirty section runs from the checkpointed first dirty offset to the first uncleanable
+   offset, and the log qualifies by its dirty ratio or ``max.compaction.lag.ms``.
 2. **Offset map** (§16.3): key -> latest offset for the dirty section in a
    :class:`~plog.engine.maintenance.offset_map.SkimpyOffsetMap` of ``buffer_size`` bytes. Records of
    aborted transactions are not mapped; control batches only move the transaction state.
@@ -26,7 +22,8 @@ What happens, as Kafka's ``LogCleanerManager`` + ``Cleaner`` do it:
    never; aborted transactional data never; markers until nothing of their transaction is
    left and their horizon passed; the last batch of every active producer as at least an
    empty header. Batches whose records all survive (and need no horizon) are copied byte
-   for byte; others are rebuilt with the same header fields.
+   for byte; others are rebuilt with the same header fields
+   (:mod:`~plog.engine.maintenance.batch_filter`).
 4. **Swap** (``replaceSegments``), crash-safe at every step (the loader, §13.2, finishes or
    rolls back whatever a crash leaves): fsync the ``.cleaned`` files and give them the last
    source segment's mtime; rename ``.cleaned`` -> ``.swap``; rename the old segments'
@@ -46,26 +43,27 @@ The engine never prints; long operations report bytes through ``progress(nbytes)
 from __future__ import annotations
 
 import hashlib
-import heapq
 import os
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from plog.formats.batches import BatchIterator
-from plog.formats.control import ControlRecordType, parse_control_key
-from plog.formats.default_record import HEAD_VALUE_POSITION, RecordHead, record_heads
-from plog.formats.errors import CorruptRecordError, FormatError
-from plog.formats.legacy import encode_legacy_batch
-from plog.formats.record_batch import encode_batch, encode_empty_batch
-from plog.formats.records import CREATE_TIME, LOG_APPEND_TIME
+from plog.formats.errors import CorruptRecordError
+from plog.formats.record_keys import NULL_VALUE, keyed_records
 
-from plog.engine.storage.checkpoints import fsync_dir
 from plog.engine.errors import EngineError
-from plog.engine.storage.log import Log
-from plog.engine.maintenance.offset_map import DEFAULT_LOAD_FACTOR, SkimpyOffsetMap
-from plog.engine.storage.segment import LogSegment
+from plog.engine.maintenance.batch_filter import RecordFilter
+from plog.engine.maintenance.cleaned_transactions import CleanedTransactionMetadata, collect_aborted_transactions
+from plog.engine.maintenance.cleaner_manager import (
+    DEFAULT_BUFFER_SIZE,
+    DEFAULT_IO_BUFFER_SIZE,
+    LogToClean,
+    log_to_clean,
+)
+from plog.engine.maintenance.cleaner_stats import CleanResult, CleanStats, CompactionPlan, SegmentGroup
+from plog.engine.maintenance.offset_map import BYTES_PER_ENTRY, DEFAULT_LOAD_FACTOR, ExactOffsetMap, SkimpyOffsetMap
+from plog.engine.storage.checkpoints import fsync_dir
 from plog.engine.storage.file_names import (
     CLEANED_FILE_SUFFIX as CLEANED_SUFFIX,
     DELETED_FILE_SUFFIX as DELETED_SUFFIX,
@@ -73,15 +71,9 @@ from plog.engine.storage.file_names import (
     SWAP_FILE_SUFFIX as SWAP_SUFFIX,
     file_name,
 )
-
-DEFAULT_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
-DEFAULT_IO_BUFFER_SIZE = 512 * 1024  # log.cleaner.io.buffer.size
-INT_MAX = (1 << 31) - 1
-
-# BatchRetention (MemoryRecords.RecordFilter)
-DELETE = "delete"
-RETAIN_EMPTY = "retain-empty"
-DELETE_EMPTY = "delete-empty"
+from plog.engine.storage.log import Log
+from plog.engine.storage.log_config import INT_MAX
+from plog.engine.storage.segment import LogSegment
 
 Progress = Callable[[int], None]
 
@@ -95,340 +87,15 @@ class CleanerBufferTooSmallError(CleanerError):
 
 
 # =====================================================================================
-# Cleanability (LogCleanerManager / LogToClean)
-
-
-@dataclass
-class LogToClean:
-    """Kafka's ``LogToClean`` for one log, plus why it does or does not qualify.
-
-    Offsets: ``first_dirty_offset`` is the (maybe reset) start of the dirty section;
-    ``first_uncleanable_offset`` a segment base offset; nothing at or past it is cleaned.
-    Byte counts are ``.log`` sizes (Kafka double-counts the segment holding the first
-    dirty offset when it is not a segment base, and so do we).
-    """
-
-    directory: str
-    checkpoint_offset: int | None
-    first_dirty_offset: int
-    first_dirty_reset: str | None  # why the checkpoint was not used, or None
-    first_uncleanable_offset: int
-    uncleanable_bound: str  # which limit won: last-stable-offset / active-segment / min-compaction-lag
-    log_start_offset: int
-    log_end_offset: int
-    last_stable_offset: int
-    active_segment_base: int
-    clean_bytes: int
-    cleanable_bytes: int
-    total_bytes: int
-    dirty_ratio: float
-    min_cleanable_dirty_ratio: float
-    max_compaction_delay_ms: int
-    needs_compaction_now: bool
-    compact_policy: bool
-    qualifies: bool
-    reason: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def last_stable_offset(log: Log) -> int:
-    """``UnifiedLog.lastStableOffset``: the first offset of the earliest transaction that is
-    open (or whose marker is not below the high watermark), else the high watermark."""
-    hw = log.high_watermark
-    psm = log.producer_state
-    if psm is None:
-        return hw
-    firsts = [t.first_offset for t in psm.ongoing_txns]
-    firsts += [t.first_offset for t in psm.unreplicated_txns if t.last_offset is None or t.last_offset >= hw]
-    return min(min(firsts), hw) if firsts else hw
-
-
-def _non_active_segments_from(log: Log, offset: int) -> list[LogSegment]:
-    active = log.active_segment
-    return [s for s in log.segments.values(offset, active.base_offset)]
-
-
-def _first_batch_timestamp(segment: LogSegment) -> int | None:
-    return segment.rolling_based_timestamp
-
-
-def log_to_clean(log: Log, *, first_dirty_offset: int | None, now: int) -> LogToClean:
-    """Kafka's ``cleanableOffsets`` + ``LogToClean`` + ``maxCompactionDelay`` for ``log``."""
-    cfg = log.config
-    start, leo = log.log_start_offset, log.log_end_offset
-    reset = None
-    dirty = start if first_dirty_offset is None else first_dirty_offset
-    if dirty < start:
-        reset = f"the checkpointed offset {dirty} is below the log start offset {start}"
-        dirty = start
-    elif dirty > leo:
-        reset = f"the checkpointed offset {dirty} is above the log end offset {leo}"
-        dirty = start
-    lso = last_stable_offset(log)
-    active_base = log.active_segment.base_offset
-    bounds = [(lso, "last-stable-offset"), (active_base, "active-segment")]
-    min_lag = max(cfg.min_compaction_lag_ms, 0)
-    if min_lag > 0:
-        for seg in _non_active_segments_from(log, dirty):
-            if seg.largest_timestamp > now - min_lag:
-                bounds.append((seg.base_offset, "min-compaction-lag"))
-                break
-    raw, bound = min(bounds, key=lambda b: b[0])
-    raw = max(raw, dirty)
-    # calculateCleanableBytes: round down to the base of the segment holding it.
-    non_active = _non_active_segments_from(log, raw)
-    first_uncleanable = non_active[0].base_offset if non_active else active_base
-    clean_bytes = sum(s.size for s in log.segments.values(-1, dirty))
-    cleanable_bytes = sum(s.size for s in log.segments.values(min(dirty, first_uncleanable), first_uncleanable)) \
-        if min(dirty, first_uncleanable) != first_uncleanable else 0
-    total = clean_bytes + cleanable_bytes
-    ratio = cleanable_bytes / total if total else 0.0
-    # maxCompactionDelay
-    earliest = None
-    for seg in _non_active_segments_from(log, dirty):
-        ts = _first_batch_timestamp(seg)
-        if ts is not None and ts > 0 and (earliest is None or ts < earliest):
-            earliest = ts
-    clean_until = now - max(cfg.max_compaction_lag_ms, 0)
-    delay = clean_until - earliest if earliest is not None and earliest < clean_until else 0
-    needs_now = delay > 0
-    compact = cfg.compact
-    min_ratio = cfg.min_cleanable_dirty_ratio
-    if not compact:
-        qualifies, reason = False, f"cleanup.policy is {cfg.cleanup_policy!r}, not compact"
-    elif total == 0 and log.size == 0:
-        qualifies, reason = False, "the log is empty"
-    elif needs_now and cleanable_bytes > 0:
-        qualifies, reason = True, (f"a dirty segment is {delay} ms past max.compaction.lag.ms "
-                                   f"({cfg.max_compaction_lag_ms} ms)")
-    elif ratio > min_ratio:
-        qualifies, reason = True, f"dirty ratio {ratio:.4f} > min.cleanable.dirty.ratio {min_ratio}"
-    elif cleanable_bytes == 0:
-        qualifies, reason = False, f"nothing is cleanable below offset {first_uncleanable} ({bound})"
-    else:
-        qualifies, reason = False, f"dirty ratio {ratio:.4f} <= min.cleanable.dirty.ratio {min_ratio}"
-    return LogToClean(str(log.dir), first_dirty_offset, dirty, reset, first_uncleanable, bound, start, leo, lso,
-                      active_base, clean_bytes, cleanable_bytes, total, ratio, min_ratio, delay, needs_now, compact,
-                      qualifies, reason)
-
-
-# =====================================================================================
-# Results
-
-
-@dataclass
-class CleanStats:
-    """Counters of one or several rounds (Kafka's ``CleanerStats`` and more)."""
-
-    map_bytes_read: int = 0
-    map_records_read: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    records_read: int = 0
-    records_kept: int = 0
-    batches_read: int = 0
-    batches_kept: int = 0
-    batches_rebuilt: int = 0
-    batches_copied: int = 0
-    empty_batches_retained: int = 0
-    tombstones_removed: int = 0
-    tombstones_expired: int = 0  # latest for their key but past their delete horizon
-    tombstones_given_horizon: int = 0
-    txn_markers_removed: int = 0
-    txn_markers_given_horizon: int = 0
-    aborted_records_removed: int = 0
-    keyless_records_removed: int = 0
-
-    @property
-    def records_removed(self) -> int:
-        return self.records_read - self.records_kept
-
-    @property
-    def batches_removed(self) -> int:
-        return self.batches_read - self.batches_kept
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["records_removed"] = self.records_removed
-        d["batches_removed"] = self.batches_removed
-        return d
-
-
-@dataclass
-class SegmentGroup:
-    """Source segments cleaned into one new segment at ``base_offset``."""
-
-    base_offset: int
-    segments: list[int]
-    log_bytes: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class CleanResult:
-    """What :func:`clean_log` did. ``checkpoint_offset`` is the new ``cleaner-offset-checkpoint``
-    entry (the end offset of the last round; the reset first dirty offset when nothing was
-    cleaned); the caller writes it."""
-
-    directory: str
-    cleaned: bool
-    reason: str
-    checkpoint_offset: int
-    rounds: int = 0
-    round_end_offsets: list[int] = field(default_factory=list)
-    first_dirty_offset: int = 0
-    first_uncleanable_offset: int = 0
-    segments_before: int = 0
-    segments_after: int = 0
-    size_before: int = 0
-    size_after: int = 0
-    map_slots: int = 0
-    map_utilization: float = 0.0  # of the last round
-    elapsed_ms: float = 0.0
-    stats: CleanStats = field(default_factory=CleanStats)
-    cleanability: LogToClean | None = None
-    groups: list[SegmentGroup] = field(default_factory=list)  # every round's, in order
-    deleted_files: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k not in ("stats", "cleanability")}
-        d["stats"] = self.stats.to_dict()
-        d["cleanability"] = None if self.cleanability is None else self.cleanability.to_dict()
-        return d
-
-
-# =====================================================================================
-# Transaction state while cleaning (CleanedTransactionMetadata)
-
-
-class _TxnTracker:
-    """Which data batches belong to aborted transactions, and when markers may go.
-
-    Aborted transactions (from the txn indexes) are consumed in first-offset order as the
-    cleaner walks past their first offset. An ABORT marker is kept (and re-indexed into the
-    cleaned segment's ``.txnindex``) while a batch of its transaction was seen in this
-    pass; a COMMIT marker while a batch of its transaction was seen in this pass.
-    """
-
-    __slots__ = ("_heap", "_seq", "_committed", "_aborted", "cleaned_index")
-
-    def __init__(self) -> None:
-        self._heap: list = []
-        self._seq = 0
-        self._committed: set[int] = set()
-        self._aborted: dict[int, list] = {}  # pid -> [AbortedTxn, last observed batch offset or None]
-        self.cleaned_index = None
-
-    def add_aborted(self, txns) -> None:
-        for txn in txns:
-            self._seq += 1
-            heapq.heappush(self._heap, (txn.first_offset, self._seq, txn))
-
-    def _consume_up_to(self, offset: int) -> None:
-        heap = self._heap
-        while heap and heap[0][0] <= offset:
-            txn = heapq.heappop(heap)[2]
-            if txn.producer_id not in self._aborted:
-                self._aborted[txn.producer_id] = [txn, None]
-
-    def on_control_batch(self, batch) -> bool:
-        """True if the control batch may be discarded."""
-        self._consume_up_to(batch.last_offset)
-        records = batch.records()
-        if not records:
-            return True  # an empty control batch was already cleaned
-        key = records[0].key
-        try:
-            _version, ctype = parse_control_key(key) if key is not None else (0, ControlRecordType.UNKNOWN)
-        except Exception:
-            return False
-        pid = batch.producer_id
-        if ctype == ControlRecordType.ABORT:
-            meta = self._aborted.pop(pid, None)
-            if meta is not None and meta[1] is not None:
-                if self.cleaned_index is not None:
-                    self.cleaned_index.append(meta[0])
-                return False
-            return True
-        if ctype == ControlRecordType.COMMIT:
-            if pid in self._committed:
-                self._committed.discard(pid)
-                return False
-            return True
-        return False
-
-    def on_batch(self, batch) -> bool:
-        """True if the data batch belongs to an aborted transaction."""
-        heap = self._heap
-        if heap and heap[0][0] <= batch.last_offset:
-            self._consume_up_to(batch.last_offset)
-        if batch.is_transactional:
-            meta = self._aborted.get(batch.producer_id)
-            if meta is not None:
-                meta[1] = batch.last_offset
-                return True
-            self._committed.add(batch.producer_id)
-        return False
-
-
-def collect_aborted_transactions(log: Log, start_offset: int, upper_bound_offset: int) -> list:
-    """``UnifiedLog.collectAbortedTransactions``: from the segment holding ``start_offset``
-    on, the aborted transactions with ``last offset >= log start`` and ``first offset <
-    upper_bound_offset``, stopping at the first segment whose search is complete."""
-    found = []
-    first = log.segments.floor(start_offset)
-    if first is None:
-        return found
-    for seg in log.segments.values(first.base_offset):
-        result = seg.txn_index.collect_aborted_txns(log.log_start_offset, upper_bound_offset)
-        found.extend(result.aborted_transactions)
-        if result.is_complete:
-            break
-    return found
-
-
-# =====================================================================================
-# Keys without values: what the map and the retention check need
+# Keys without values (formats.record_keys): what the map and the retention check read
 
 
 def scan_keys(batch) -> list[tuple[int, bytes | None, bool]]:
-    """``(offset, key, has_value)`` of every record of a batch (see :func:`keyed_records`).
-    Raises CorruptRecordError when the records region does not hold ``records_count``
-    records exactly."""
+    """``(offset, key, has_value)`` of every record of a batch (see
+    :func:`~plog.formats.record_keys.keyed_records`). Raises CorruptRecordError when the
+    records region does not hold ``records_count`` records exactly."""
     flags, rows = keyed_records(batch)
     return [(offset, key, flags[value_at] != NULL_VALUE) for _, _, offset, _, key, value_at in rows]
-
-
-#: ``flags[row[HEAD_VALUE_POSITION]] == NULL_VALUE`` marks a null value (a tombstone): in a v2
-#: records region, valueLength -1 is the single byte 0x01 (zig-zag).
-NULL_VALUE = 1
-# A legacy record's value flag: index 1 of this holds NULL_VALUE, index 0 does not.
-_LEGACY_VALUE_FLAGS = bytes((0, NULL_VALUE))
-
-
-def keyed_records(batch) -> tuple[bytes, list[RecordHead]]:
-    """``(flags, rows)``: what the offset map and the retention check read of a data batch,
-    without values or headers (a batch is decoded in full only when it must be rebuilt).
-
-    For a v2 batch the rows are its record heads and ``flags`` its records region; a
-    legacy batch is decoded and its records given the heads' shape (offset, timestamp,
-    key, and a value position into a two-byte flag table), so one loop reads both.
-    """
-    if batch.magic < 2:
-        rows = [(None, None, r.offset, r.timestamp, r.key, 1 if r.value is None else 0) for r in batch.records()]
-        return _LEGACY_VALUE_FLAGS, rows
-    count = batch.records_count
-    if count <= 0:
-        return b"", []
-    data = batch.records_payload()
-    try:
-        return data, record_heads(data, count, batch.base_offset, batch.base_timestamp)
-    except FormatError as e:
-        raise e.at(batch.position) if e.position is None else e
 
 
 # =====================================================================================
@@ -475,34 +142,6 @@ class _ChunkReader:
 
 # =====================================================================================
 # The cleaner
-
-
-class _ExactOffsetMap:
-    """A dict with :class:`SkimpyOffsetMap`'s interface and no size limit (for planning)."""
-
-    def __init__(self) -> None:
-        self._d: dict[bytes, int] = {}
-        self._latest = -1
-        self.slots = 0
-
-    size = property(lambda self: len(self._d))
-    latest_offset = property(lambda self: self._latest)
-    capacity = property(lambda self: 1 << 62)
-    utilization = property(lambda self: 0.0)
-
-    def clear(self) -> None:
-        self._d.clear()
-        self._latest = -1
-
-    def update_latest_offset(self, offset: int) -> None:
-        self._latest = offset
-
-    def put_hash(self, h: bytes, offset: int) -> None:
-        self._d[h] = offset
-        self._latest = offset
-
-    def get_hash(self, h: bytes) -> int:
-        return self._d.get(h, -1)
 
 
 def _index_bytes(index) -> int:
@@ -567,6 +206,7 @@ class _Cleaner:
         # Kafka splits log.cleaner.io.buffer.size into a read and a write buffer per thread.
         self.io_capacity = max(io_buffer_size // 2, 1)
         self.reader = _ChunkReader(self.io_capacity)
+        self.filter = RecordFilter(omap, now=now, config=self.cfg, stats=stats)
         self.deleted_files: list[str] = []
         self.file_delete_delay_ms = 0
         self.hook: Callable[[str], None] | None = None
@@ -582,7 +222,7 @@ class _Cleaner:
         if not dirty:
             return False
         nexts = [s.base_offset for s in dirty[1:]] + [end]
-        tracker = _TxnTracker()
+        tracker = CleanedTransactionMetadata()
         tracker.add_aborted(collect_aborted_transactions(log, start, end))
         max_desired = omap.capacity
         md5 = hashlib.md5
@@ -638,14 +278,14 @@ class _Cleaner:
             return end_offset, []
         groups = group_segments_by_size(log.segments.values(0, end_offset), self.cfg.segment_bytes,
                                         self.cfg.segment_index_bytes, first_uncleanable)
-        tracker = _TxnTracker()
+        tracker = CleanedTransactionMetadata()
         out = []
         for group in groups:
             out.append(SegmentGroup(group[0].base_offset, [s.base_offset for s in group], sum(s.size for s in group)))
             self.clean_segments(group, tracker, legacy_horizon, first_uncleanable)
         return end_offset, out
 
-    def clean_segments(self, group: list[LogSegment], tracker: _TxnTracker, legacy_horizon: int,
+    def clean_segments(self, group: list[LogSegment], tracker: CleanedTransactionMetadata, legacy_horizon: int,
                        upper_bound: int) -> None:
         log = self.log
         base = group[0].base_offset
@@ -687,11 +327,12 @@ class _Cleaner:
 
     # -- 3. filtering (MemoryRecords.filterTo with the cleaner's filter) ---------------------
 
-    def clean_into(self, source: LogSegment, dest: LogSegment | None, tracker: _TxnTracker, active: dict,
+    def clean_into(self, source: LogSegment, dest: LogSegment | None, tracker: CleanedTransactionMetadata, active: dict,
                    retain_legacy: bool, upper_bound: int) -> None:
         stats = self.stats
         progress = self.progress
         capacity = self.io_capacity
+        filter_batch = self.filter.filter_batch
         end_pos = source.size
         position = 0
         with open(source.log_path, "rb", buffering=0) as f:
@@ -705,7 +346,7 @@ class _Cleaner:
                 read = 0
                 for batch in batches:
                     read += batch.size_in_bytes
-                    result = self.filter_batch(batch, tracker, active, retain_legacy, upper_bound)
+                    result = filter_batch(batch, tracker, active, retain_legacy, upper_bound)
                     if result is None:
                         continue
                     data, b_max_offset, b_max_ts, b_ts_offset = result
@@ -728,146 +369,6 @@ class _Cleaner:
                         self._step("append")
         self.reader.restore()
 
-    def filter_batch(self, batch, tracker: _TxnTracker, active: dict, retain_legacy: bool, upper_bound: int):
-        """One batch through the cleaner's filter. Returns None when the batch goes, else
-        (bytes, max offset, max timestamp, offset of max timestamp)."""
-        stats = self.stats
-        now = self.now
-        stats.batches_read += 1
-        is_control = batch.is_control
-        if is_control:
-            can_discard = tracker.on_control_batch(batch)
-            horizon = batch.delete_horizon_ms
-            discard_records = can_discard and horizon is not None and horizon <= now
-        else:
-            can_discard = tracker.on_batch(batch)
-            discard_records = can_discard
-        pid = batch.producer_id
-        last = active.get(pid) if pid >= 0 else None
-        is_last_of_producer = False
-        if last is not None:
-            last_data_offset, epoch = last
-            if last_data_offset >= 0:
-                is_last_of_producer = batch.last_offset == last_data_offset
-            else:
-                is_last_of_producer = is_control and batch.producer_epoch == epoch
-        if pid >= 0 and is_last_of_producer:
-            retention = RETAIN_EMPTY
-        elif batch.next_offset == upper_bound:
-            retention = RETAIN_EMPTY
-        elif discard_records:
-            retention = DELETE
-        else:
-            retention = DELETE_EMPTY
-        marker_for_empty_txn = can_discard and is_control
-        magic = batch.magic
-        if retention == DELETE:
-            if is_control:
-                stats.txn_markers_removed += batch.records_count or 0
-            else:
-                stats.aborted_records_removed += batch.records_count or 0
-            return None
-        if is_control:
-            records = batch.records()
-            n = len(records)
-            keep = [] if discard_records else list(range(n))
-            tombstones = 0
-        else:
-            records = None
-            flags, rows = keyed_records(batch)
-            n = len(rows)
-            keep = [] if discard_records else self._retained_indexes(batch, flags, rows, retain_legacy)
-            tombstones = sum(1 for i in keep if flags[rows[i][HEAD_VALUE_POSITION]] == NULL_VALUE)
-        stats.records_read += n
-        if discard_records:
-            if is_control:
-                stats.txn_markers_removed += n
-            else:
-                stats.aborted_records_removed += n
-        kept = len(keep)
-        stats.records_kept += kept
-        if kept:
-            need_horizon = magic >= 2 and (tombstones or marker_for_empty_txn) and batch.delete_horizon_ms is None
-            stats.batches_kept += 1
-            if kept == n and not need_horizon:
-                stats.batches_copied += 1
-                return bytes(batch.buffer), batch.last_offset, batch.max_timestamp, batch.last_offset
-            stats.batches_rebuilt += 1
-            if records is None:
-                records = batch.records()
-            retained = records if kept == n else [records[i] for i in keep]
-            max_offset = retained[-1][0]
-            if magic >= 2:
-                if need_horizon:
-                    horizon = now + self.cfg.delete_retention_ms
-                    stats.tombstones_given_horizon += tombstones
-                    if is_control:
-                        stats.txn_markers_given_horizon += kept
-                else:
-                    horizon = batch.delete_horizon_ms
-                lat = batch.timestamp_type == LOG_APPEND_TIME
-                data = encode_batch(
-                    retained, base_offset=batch.base_offset, compression_codec=batch.compression,
-                    timestamp_type=LOG_APPEND_TIME if lat else CREATE_TIME,
-                    log_append_time=batch.max_timestamp if lat else None, producer_id=pid,
-                    producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
-                    is_transactional=batch.is_transactional, is_control=is_control,
-                    partition_leader_epoch=batch.partition_leader_epoch, delete_horizon_ms=horizon,
-                    last_offset_delta=batch.last_offset_delta)
-                max_ts = max(r[1] for r in retained) if not lat else batch.max_timestamp
-                return data, max_offset, max_ts, batch.last_offset
-            return self._rebuild_legacy(batch, retained), max_offset, batch.max_timestamp, max_offset
-        if retention == RETAIN_EMPTY and magic >= 2:
-            stats.batches_kept += 1
-            stats.empty_batches_retained += 1
-            data = encode_empty_batch(
-                base_offset=batch.base_offset, last_offset=batch.last_offset, producer_id=pid,
-                producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
-                max_timestamp=batch.max_timestamp, timestamp_type=batch.timestamp_type,
-                is_transactional=batch.is_transactional, is_control=is_control,
-                partition_leader_epoch=batch.partition_leader_epoch)
-            return data, batch.last_offset, batch.max_timestamp, batch.last_offset
-        return None
-
-    def _retained_indexes(self, batch, flags: bytes, rows: list[RecordHead], retain_legacy: bool) -> list[int]:
-        """``Cleaner.shouldRetainRecord`` over the :func:`keyed_records` of a data batch: the
-        indexes of the records that stay."""
-        omap = self.map
-        latest = omap.latest_offset
-        get = omap.get_hash
-        md5 = hashlib.md5
-        stats = self.stats
-        if batch.magic >= 2:
-            horizon = batch.delete_horizon_ms
-            retain_deletes = horizon is None or self.now < horizon
-        else:
-            retain_deletes = retain_legacy
-        keep = []
-        append = keep.append
-        for i, (_, _, offset, _, key, value_at) in enumerate(rows):
-            if offset > latest:
-                append(i)
-                continue
-            if key is None:
-                stats.keyless_records_removed += 1
-                continue
-            if offset >= get(md5(key).digest()):
-                if retain_deletes or flags[value_at] != NULL_VALUE:
-                    append(i)
-                else:
-                    stats.tombstones_removed += 1
-                    stats.tombstones_expired += 1
-            elif flags[value_at] == NULL_VALUE:
-                stats.tombstones_removed += 1
-        return keep
-
-    @staticmethod
-    def _rebuild_legacy(batch, retained) -> bytes:
-        lat = batch.timestamp_type == LOG_APPEND_TIME
-        return encode_legacy_batch(
-            [(r[0], r[1], r[2], r[3]) for r in retained], magic=batch.magic, compression_codec=batch.compression,
-            timestamp_type=LOG_APPEND_TIME if lat else CREATE_TIME,
-            log_append_time=batch.max_timestamp if lat else None, base_offset=retained[0][0])
 
     # -- 4. the swap (UnifiedLog/LocalLog.replaceSegments) ---------------------------------
 
@@ -1007,70 +508,6 @@ def _finish(result: CleanResult, started: float) -> CleanResult:
     return result
 
 
-@dataclass
-class CompactionPlan:
-    """A read-only simulation of one full clean (``--dry-run --explain``)."""
-
-    cleanability: LogToClean
-    would_clean: bool
-    rounds_needed: int
-    buffer_size: int
-    map_capacity: int
-    distinct_dirty_keys: int
-    groups: list[SegmentGroup] = field(default_factory=list)
-    stats: CleanStats = field(default_factory=CleanStats)
-
-    def to_dict(self) -> dict:
-        return {
-            "cleanability": self.cleanability.to_dict(),
-            "would_clean": self.would_clean,
-            "rounds_needed": self.rounds_needed,
-            "buffer_size": self.buffer_size,
-            "map_capacity": self.map_capacity,
-            "distinct_dirty_keys": self.distinct_dirty_keys,
-            "groups": [g.to_dict() for g in self.groups],
-            "stats": self.stats.to_dict(),
-        }
-
-    def explain_lines(self) -> list[str]:
-        c, s = self.cleanability, self.stats
-        lines = []
-        if c.first_dirty_reset:
-            lines.append(f"The first dirty offset is reset to {c.first_dirty_offset}: {c.first_dirty_reset}.")
-        lines.append(f"Dirty section: offsets {c.first_dirty_offset} to {c.first_uncleanable_offset} "
-                     f"(the first uncleanable offset, bounded by the {c.uncleanable_bound.replace('-', ' ')}).")
-        lines.append(f"Clean bytes {c.clean_bytes}, cleanable bytes {c.cleanable_bytes}: dirty ratio "
-                     f"{c.dirty_ratio:.4f} against min.cleanable.dirty.ratio {c.min_cleanable_dirty_ratio}.")
-        if c.needs_compaction_now:
-            lines.append(f"A dirty segment is {c.max_compaction_delay_ms} ms past max.compaction.lag.ms.")
-        lines.append(("The log qualifies for cleaning: " if c.qualifies else "The log does not qualify: ") + c.reason
-                     + ".")
-        if not self.groups:
-            return lines
-        lines.append(f"{self.distinct_dirty_keys} distinct keys in the dirty section; the offset map holds "
-                     f"{self.map_capacity} keys in {self.buffer_size} bytes, so the clean takes "
-                     f"{self.rounds_needed} round{'s' if self.rounds_needed != 1 else ''}.")
-        lines.append(f"{sum(len(g.segments) for g in self.groups)} segments would be rewritten into "
-                     f"{len(self.groups)}.")
-        lines.append(f"{s.records_removed} of {s.records_read} records ({s.bytes_read - s.bytes_written} of "
-                     f"{s.bytes_read} bytes) would be removed; {s.batches_copied} batches copied unchanged, "
-                     f"{s.batches_rebuilt} rebuilt, {s.batches_removed} removed.")
-        if s.tombstones_expired:
-            lines.append(f"{s.tombstones_expired} tombstones are past their delete horizon and would be removed.")
-        if s.tombstones_given_horizon:
-            lines.append(f"{s.tombstones_given_horizon} tombstones would get a delete horizon of now + "
-                         f"delete.retention.ms.")
-        if s.aborted_records_removed:
-            lines.append(f"{s.aborted_records_removed} records of aborted transactions would be removed.")
-        if s.txn_markers_removed:
-            lines.append(f"{s.txn_markers_removed} transaction markers would be removed.")
-        if s.keyless_records_removed:
-            lines.append(f"{s.keyless_records_removed} records without a key would be removed.")
-        if s.empty_batches_retained:
-            lines.append(f"{s.empty_batches_retained} emptied batches would stay as headers (producer state).")
-        return lines
-
-
 def explain_compaction(log: Log, *, first_dirty_offset: int | None, now: int | None = None,
                        buffer_size: int = DEFAULT_BUFFER_SIZE, io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE,
                        load_factor: float = DEFAULT_LOAD_FACTOR, progress: Progress | None = None) -> CompactionPlan:
@@ -1079,10 +516,10 @@ def explain_compaction(log: Log, *, first_dirty_offset: int | None, now: int | N
     survivors of several rounds are those of one round with a large enough map)."""
     now = log._now() if now is None else now
     ltc = log_to_clean(log, first_dirty_offset=first_dirty_offset, now=now)
-    plan = CompactionPlan(ltc, ltc.qualifies, 0, buffer_size, int((buffer_size // 24) * load_factor), 0)
+    plan = CompactionPlan(ltc, ltc.qualifies, 0, buffer_size, int((buffer_size // BYTES_PER_ENTRY) * load_factor), 0)
     if ltc.total_bytes == 0 or ltc.first_uncleanable_offset <= ltc.first_dirty_offset or not ltc.compact_policy:
         return plan
-    exact = _ExactOffsetMap()
+    exact = ExactOffsetMap()
     sim = _Cleaner(log, exact, now=now, io_buffer_size=io_buffer_size, write=False, progress=progress,
                    stats=plan.stats)
     _end, groups = sim.clean_round(ltc.first_dirty_offset, ltc.first_uncleanable_offset)
@@ -1115,17 +552,10 @@ def _count_rounds(log: Log, ltc: LogToClean, buffer_size: int, load_factor: floa
 
 
 __all__ = [
-    "CleanResult",
-    "CleanStats",
     "CleanerBufferTooSmallError",
     "CleanerError",
-    "CompactionPlan",
-    "LogToClean",
-    "SegmentGroup",
     "clean_log",
-    "collect_aborted_transactions",
     "explain_compaction",
     "group_segments_by_size",
-    "last_stable_offset",
-    "log_to_clean",
+    "scan_keys",
 ]

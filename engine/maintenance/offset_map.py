@@ -27,23 +27,24 @@ from __future__ import annotations
 
 import hashlib
 import mmap
-import struct
 
 from plog.formats.java import int32
+from plog.formats.offset_map_layout import (
+    BYTES_PER_ENTRY,
+    EMPTY_HASH as _ZERO_HASH,
+    EMPTY_OFFSET as _ZERO_OFFSET,
+    HASH_SIZE,
+    HASH_WINDOWS,
+    SLOT_OFFSET as _OFFSET,
+    first_window as _first_window,
+    hash_windows as _probe_windows,
+)
 
-BYTES_PER_ENTRY = 24
-HASH_SIZE = 16
 DEFAULT_LOAD_FACTOR = 0.9
 
 _INT_MIN = -(1 << 31)
-_ZERO_HASH = bytes(HASH_SIZE)
-_ZERO_OFFSET = bytes(8)
-_OFFSET = struct.Struct(">q")
-
-
-def _probe_windows(h: bytes) -> tuple[int, ...]:
-    """The signed big-endian int32 at each byte position 0..12 of the hash."""
-    return tuple(int.from_bytes(h[i:i + 4], "big", signed=True) for i in range(HASH_SIZE - 3))
+#: No bound on the probes of a put (Kafka's loops until it finds a slot).
+_UNBOUNDED = 1 << 62
 
 
 class OffsetMapFullError(Exception):
@@ -65,10 +66,7 @@ class SkimpyOffsetMap:
         self.load_factor = load_factor
         self._buf = mmap.mmap(-1, memory)
         self._written = False
-        self._entries = 0
-        self._latest = -1
-        self.lookups = 0
-        self.probes = 0
+        self.clear()
 
     # -- facts -------------------------------------------------------------------------------
 
@@ -132,14 +130,42 @@ class SkimpyOffsetMap:
         last = windows[-1]
         attempt = 0
         while True:
-            if attempt < 13:
+            if attempt < HASH_WINDOWS:
                 probe = windows[attempt]
             else:
-                probe = int32(last + attempt - 12)
+                probe = int32(last + attempt - (HASH_WINDOWS - 1))
             if probe < 0:
                 probe = 0 if probe == _INT_MIN else -probe
             yield (probe % slots) * BYTES_PER_ENTRY
             attempt += 1
+
+    def _position_of(self, h: bytes, max_attempts: int) -> int | None:
+        """Kafka's probe loop for hash ``h``: the byte position of the slot holding it
+        (``>= 0``), or ``~position`` (``< 0``) of the first empty slot on its probe sequence,
+        where it goes; None when ``max_attempts`` probes found neither."""
+        self.lookups += 1
+        buf = self._buf
+        # Probe 0 inline: on a map below its load factor most keys land on their first slot.
+        probe = _first_window(h)[0]
+        if probe < 0:
+            probe = 0 if probe == _INT_MIN else -probe
+        pos = (probe % self.slots) * BYTES_PER_ENTRY
+        positions = None
+        attempt = 0
+        while True:
+            self.probes += 1
+            current = buf[pos:pos + HASH_SIZE]
+            if current == h:
+                return pos
+            if current == _ZERO_HASH and buf[pos + HASH_SIZE:pos + BYTES_PER_ENTRY] == _ZERO_OFFSET:
+                return ~pos
+            attempt += 1
+            if attempt >= max_attempts:
+                return None
+            if positions is None:
+                positions = self._slot_positions(h)
+                next(positions)  # probe 0, read above
+            pos = next(positions)
 
     def put(self, key: bytes, offset: int) -> None:
         """Record ``offset`` as the latest offset of ``key``."""
@@ -149,32 +175,15 @@ class SkimpyOffsetMap:
         if self._entries >= self.slots:
             raise OffsetMapFullError(f"Attempted to add a new entry to a full offset map, entries: {self._entries}, "
                                      f"slots: {self.slots}")
-        self.lookups += 1
-        buf = self._buf
-        slots = self.slots
-        # Probe 0 inline: on a map below its load factor most keys land on their first slot.
-        probe = int.from_bytes(h[0:4], "big", signed=True)
-        if probe < 0:
-            probe = 0 if probe == _INT_MIN else -probe
-        pos = (probe % slots) * BYTES_PER_ENTRY
-        self.probes += 1
-        current = buf[pos:pos + HASH_SIZE]
-        if current != h and (current != _ZERO_HASH or buf[pos + HASH_SIZE:pos + BYTES_PER_ENTRY] != _ZERO_OFFSET):
-            positions = self._slot_positions(h)
-            next(positions)
-            while True:
-                pos = next(positions)
-                self.probes += 1
-                current = buf[pos:pos + HASH_SIZE]
-                if current == h:
-                    break
-                if current == _ZERO_HASH and buf[pos + HASH_SIZE:pos + BYTES_PER_ENTRY] == _ZERO_OFFSET:
-                    break
-        if current != h:
-            buf[pos:pos + HASH_SIZE] = h
+        # Kafka's put probes until it finds the key or an empty slot (one exists: the map
+        # is not full, and the probe sequence ends in linear probing over every slot).
+        pos = self._position_of(h, _UNBOUNDED)
+        if pos < 0:
+            pos = ~pos
+            self._buf[pos:pos + HASH_SIZE] = h
             self._entries += 1
             self._written = True
-        _OFFSET.pack_into(buf, pos + HASH_SIZE, offset)
+        _OFFSET.pack_into(self._buf, pos + HASH_SIZE, offset)
         self._latest = offset
 
     def get(self, key: bytes) -> int:
@@ -182,32 +191,11 @@ class SkimpyOffsetMap:
         return self.get_hash(hashlib.md5(key).digest())
 
     def get_hash(self, h: bytes) -> int:
-        self.lookups += 1
-        buf = self._buf
-        slots = self.slots
-        probe = int.from_bytes(h[0:4], "big", signed=True)
-        if probe < 0:
-            probe = 0 if probe == _INT_MIN else -probe
-        pos = (probe % slots) * BYTES_PER_ENTRY
-        self.probes += 1
-        current = buf[pos:pos + HASH_SIZE]
-        if current == h:
-            return _OFFSET.unpack_from(buf, pos + HASH_SIZE)[0]
-        if current == _ZERO_HASH and buf[pos + HASH_SIZE:pos + BYTES_PER_ENTRY] == _ZERO_OFFSET:
-            return -1
         # Kafka bounds the search so a completely full map cannot loop forever.
-        max_attempts = slots + HASH_SIZE - 4
-        positions = self._slot_positions(h)
-        next(positions)
-        for _attempt in range(1, max_attempts):
-            pos = next(positions)
-            self.probes += 1
-            current = buf[pos:pos + HASH_SIZE]
-            if current == h:
-                return _OFFSET.unpack_from(buf, pos + HASH_SIZE)[0]
-            if current == _ZERO_HASH and buf[pos + HASH_SIZE:pos + BYTES_PER_ENTRY] == _ZERO_OFFSET:
-                return -1
-        return -1
+        pos = self._position_of(h, self.slots + HASH_SIZE - 4)
+        if pos is None or pos < 0:
+            return -1
+        return _OFFSET.unpack_from(self._buf, pos + HASH_SIZE)[0]
 
     def close(self) -> None:
         """Release the table now rather than when the map is garbage-collected."""
@@ -216,3 +204,32 @@ class SkimpyOffsetMap:
     def __repr__(self) -> str:
         return (f"SkimpyOffsetMap(memory={self.memory}, slots={self.slots}, size={self._entries}, "
                 f"latest_offset={self._latest})")
+
+
+class ExactOffsetMap:
+    """A dict with :class:`SkimpyOffsetMap`'s interface and no size limit: what a read-only
+    simulation of a clean maps (every key of the dirty section in one round)."""
+
+    def __init__(self) -> None:
+        self._d: dict[bytes, int] = {}
+        self._latest = -1
+        self.slots = 0
+
+    size = property(lambda self: len(self._d))
+    latest_offset = property(lambda self: self._latest)
+    capacity = property(lambda self: 1 << 62)
+    utilization = property(lambda self: 0.0)
+
+    def clear(self) -> None:
+        self._d.clear()
+        self._latest = -1
+
+    def update_latest_offset(self, offset: int) -> None:
+        self._latest = offset
+
+    def put_hash(self, h: bytes, offset: int) -> None:
+        self._d[h] = offset
+        self._latest = offset
+
+    def get_hash(self, h: bytes) -> int:
+        return self._d.get(h, -1)

@@ -371,25 +371,11 @@ def plan_retention(log, *, now: int, retention_ms: int | None = None, retention_
 def _run_pass(rule, live: list[_Seg], decisions, *, lso, leo, hw, now, retention_ms, retention_bytes) -> PassSummary:
     """One ``deleteOldSegments(predicate)`` selection over ``live``; records a RuleCheck on
     every live segment's decision and marks the selected ones deletable."""
-
-    def note_all(outcome: str, text: str) -> None:
-        for s in live:
-            d = decisions.get(s.base)  # None for the segment a roll would create
-            if d is not None:
-                d.checks.append(RuleCheck(rule, outcome, text))
-
     log_size = sum(s.size for s in live)
-    if rule == RULE_TIME and retention_ms < 0:
-        note_all("skipped", "retention.ms is -1 (infinite)")
-        return PassSummary(rule, False, "not run: retention.ms is -1 (infinite)")
-    if rule == RULE_SIZE:
-        if retention_bytes < 0:
-            note_all("skipped", "retention.bytes is -1 (infinite)")
-            return PassSummary(rule, False, "not run: retention.bytes is -1 (infinite)", log_size_before=log_size)
-        if log_size < retention_bytes:
-            text = f"partition is {format_bytes(log_size)}, under retention.bytes {format_bytes(retention_bytes)}"
-            note_all("skipped", text)
-            return PassSummary(rule, False, f"not run: {text}", log_size_before=log_size)
+    skipped = _pass_not_run(rule, live, decisions, log_size=log_size, retention_ms=retention_ms,
+                            retention_bytes=retention_bytes)
+    if skipped is not None:
+        return skipped
     summary = PassSummary(rule, True, "", log_size_before=log_size if rule == RULE_SIZE else None)
     diff = log_size - retention_bytes if rule == RULE_SIZE else 0
     stopper: _Seg | None = None
@@ -412,44 +398,11 @@ def _run_pass(rule, live: list[_Seg], decisions, *, lso, leo, hw, now, retention
             # The predicate runs only after the high-watermark check (Kafka's &&); the size
             # predicate's running total changes only for a segment that passes it.
             if rule == RULE_LOG_START:
-                ok = nxt is not None and nxt.base <= lso
-                if ok:
-                    text = (f"deletable: the log start offset {lso} is at or past the next segment's base offset "
-                            f"{nxt.base}, so every record here is below it")
-                elif nxt is None:
-                    text = "the log start offset rule never deletes the last segment"
-                else:
-                    text = f"the log start offset {lso} is below the next segment's base offset {nxt.base}"
+                ok, text = _log_start_predicate(s, nxt, lso)
             elif rule == RULE_SIZE:
-                ok = diff - s.size >= 0
-                head = f"partition is {format_bytes(log_size)}, retention.bytes {format_bytes(retention_bytes)}"
-                if ok:
-                    diff -= s.size
-                    left = (f"leaves {format_bytes(diff)} still over" if diff > 0
-                            else "leaves the partition exactly at retention.bytes")
-                    text = f"deletable: {head}; deleting this {format_bytes(s.size)} segment {left}"
-                else:
-                    text = (f"{head}; only {format_bytes(diff)} is still over and this segment is "
-                            f"{format_bytes(s.size)}, so deleting it would go below the limit; "
-                            "retention by size stops here")
+                ok, text, diff = _size_predicate(s, diff, log_size, retention_bytes)
             else:
-                age = now - s.largest_ts
-                ok = age > retention_ms
-                what = ("largest timestamp" if s.max_ts >= 0
-                        else "file modification time (the segment has no record timestamps)")
-                if ok:
-                    text = (f"deletable: {what} {format_timestamp(s.largest_ts)} is {format_duration(age)} old, "
-                            f"over retention.ms {format_duration(retention_ms)}")
-                elif age < 0:  # the wrong-clock producer: nothing passes this segment for a long time
-                    newest = ("the segment's newest record" if s.max_ts >= 0
-                              else "the .log file's modification time")
-                    text = (f"held by a FUTURE timestamp {format_timestamp(s.largest_ts)} ({newest} is "
-                            f"{format_duration(-age)} in the future); time-based retention cannot pass this segment "
-                            "until then, and every later segment waits behind it")
-                else:
-                    cmp = "under" if age < retention_ms else "exactly at (Kafka deletes only when older than)"
-                    text = (f"{format_duration(age)} old ({what} {format_timestamp(s.largest_ts)}), {cmp} "
-                            f"retention.ms {format_duration(retention_ms)}; retention by time stops here")
+                ok, text = _time_predicate(s, now, retention_ms)
             if ok and last_and_empty:
                 ok = False
             if ok:
@@ -468,6 +421,77 @@ def _run_pass(rule, live: list[_Seg], decisions, *, lso, leo, hw, now, retention
     summary.note = f"selects {n} segment(s)" + (f", stops at {stopper.name} ({stop_text})" if stopper else
                                                 ", every segment")
     return summary
+
+
+def _pass_not_run(rule, live: list[_Seg], decisions, *, log_size: int, retention_ms: int,
+                  retention_bytes: int) -> PassSummary | None:
+    """The summary of a pass that does not run (its limit is infinite, or the partition is
+    under retention.bytes), having noted why on every live segment; None when it runs."""
+
+    def note_all(outcome: str, text: str) -> None:
+        for s in live:
+            d = decisions.get(s.base)  # None for the segment a roll would create
+            if d is not None:
+                d.checks.append(RuleCheck(rule, outcome, text))
+
+    if rule == RULE_TIME and retention_ms < 0:
+        note_all("skipped", "retention.ms is -1 (infinite)")
+        return PassSummary(rule, False, "not run: retention.ms is -1 (infinite)")
+    if rule == RULE_SIZE:
+        if retention_bytes < 0:
+            note_all("skipped", "retention.bytes is -1 (infinite)")
+            return PassSummary(rule, False, "not run: retention.bytes is -1 (infinite)", log_size_before=log_size)
+        if log_size < retention_bytes:
+            text = f"partition is {format_bytes(log_size)}, under retention.bytes {format_bytes(retention_bytes)}"
+            note_all("skipped", text)
+            return PassSummary(rule, False, f"not run: {text}", log_size_before=log_size)
+    return None
+
+
+def _log_start_predicate(s: _Seg, nxt: _Seg | None, lso: int) -> tuple[bool, str]:
+    """Log start offset: the next segment's base is at or below the log start offset."""
+    ok = nxt is not None and nxt.base <= lso
+    if ok:
+        return ok, (f"deletable: the log start offset {lso} is at or past the next segment's base offset "
+                    f"{nxt.base}, so every record here is below it")
+    if nxt is None:
+        return ok, "the log start offset rule never deletes the last segment"
+    return ok, f"the log start offset {lso} is below the next segment's base offset {nxt.base}"
+
+
+def _size_predicate(s: _Seg, diff: int, log_size: int, retention_bytes: int) -> tuple[bool, str, int]:
+    """retention.bytes: ``diff - segment.size >= 0``, then ``diff -= segment.size``; returns
+    the verdict, its text and the new ``diff``."""
+    ok = diff - s.size >= 0
+    head = f"partition is {format_bytes(log_size)}, retention.bytes {format_bytes(retention_bytes)}"
+    if not ok:
+        return ok, (f"{head}; only {format_bytes(diff)} is still over and this segment is "
+                    f"{format_bytes(s.size)}, so deleting it would go below the limit; "
+                    "retention by size stops here"), diff
+    diff -= s.size
+    left = (f"leaves {format_bytes(diff)} still over" if diff > 0
+            else "leaves the partition exactly at retention.bytes")
+    return ok, f"deletable: {head}; deleting this {format_bytes(s.size)} segment {left}", diff
+
+
+def _time_predicate(s: _Seg, now: int, retention_ms: int) -> tuple[bool, str]:
+    """retention.ms: ``now - largestTimestamp > retention.ms``."""
+    age = now - s.largest_ts
+    ok = age > retention_ms
+    what = ("largest timestamp" if s.max_ts >= 0
+            else "file modification time (the segment has no record timestamps)")
+    if ok:
+        return ok, (f"deletable: {what} {format_timestamp(s.largest_ts)} is {format_duration(age)} old, "
+                    f"over retention.ms {format_duration(retention_ms)}")
+    if age < 0:  # the wrong-clock producer: nothing passes this segment for a long time
+        newest = ("the segment's newest record" if s.max_ts >= 0
+                  else "the .log file's modification time")
+        return ok, (f"held by a FUTURE timestamp {format_timestamp(s.largest_ts)} ({newest} is "
+                    f"{format_duration(-age)} in the future); time-based retention cannot pass this segment "
+                    "until then, and every later segment waits behind it")
+    cmp = "under" if age < retention_ms else "exactly at (Kafka deletes only when older than)"
+    return ok, (f"{format_duration(age)} old ({what} {format_timestamp(s.largest_ts)}), {cmp} "
+                f"retention.ms {format_duration(retention_ms)}; retention by time stops here")
 
 
 def _short_stop(outcome: str, rule: str, text: str) -> str:

@@ -32,24 +32,29 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from plog.engine.storage.checkpoints import OffsetCheckpointFile
-from plog.engine.storage.log_config import LogConfig
-from plog.engine.storage.discovery import PartitionInfo, classify, partitions as find_partitions, segment_base_offset
 from plog.engine.errors import EngineError, LogDirLockedError
-from plog.engine.storage.log import Log
-from plog.engine.storage.topic_configs import ConfigResolver, EffectiveConfig
+from plog.engine.maintenance.cleaner_manager import DEFAULT_BUFFER_SIZE, read_cleaner_offsets, update_cleaner_offsets
+from plog.engine.storage.discovery import (
+    LogDirCheckpoints,
+    PartitionInfo,
+    classify,
+    partitions as find_partitions,
+    read_checkpoints,
+    segment_base_offset,
+)
 from plog.engine.storage.file_names import (
+    CLEAN_SHUTDOWN,
     CLEANER_OFFSET_CHECKPOINT,
     CLUSTER_METADATA_TOPIC,
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    TopicPartition,
 )
-CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+from plog.engine.storage.log import Log
+from plog.engine.storage.log_config import LogConfig
+from plog.engine.storage.topic_configs import ConfigResolver, EffectiveConfig
 
 RETENTION = "retention"
 COMPACTION = "compaction"
-DEFAULT_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
 
 #: The topic configs each operation reports (with their sources) in its explanation.
 RELEVANT_CONFIGS = {
@@ -229,23 +234,16 @@ def _applies(operation: str, config: LogConfig) -> str | None:
 # -- dry run -----------------------------------------------------------------------------------------
 
 
-def _read_offsets(log_dir: str | None, name: str) -> dict[TopicPartition, int]:
-    if log_dir is None or not os.path.exists(os.path.join(log_dir, name)):
-        return {}
-    try:
-        return OffsetCheckpointFile(os.path.join(log_dir, name)).read()
-    except (OSError, ValueError, EngineError):
-        return {}
-
-
 def _plan_log_dir(log_dir, parts, operations, options, now, report) -> None:
     clean = os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN)) if log_dir else None
     report.log_dirs.append(LogDirOutcome(log_dir or os.path.dirname(parts[0].path), clean))
     resolver = ConfigResolver(log_dir or os.path.dirname(os.path.abspath(parts[0].path)),
                               overrides=options.overrides, server_properties=options.server_properties)
-    starts = _read_offsets(log_dir, LOG_START_OFFSET_CHECKPOINT)
-    hws = _read_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT)
-    cleaner = _read_offsets(log_dir, CLEANER_OFFSET_CHECKPOINT)
+    # A partition folder outside any log directory has no checkpoints. A malformed one stops
+    # the plan as it stops the real run (LogManager, the cleaner); an unreadable one is empty.
+    checkpoints = read_checkpoints(log_dir) if log_dir is not None else LogDirCheckpoints("")
+    checkpoints.raise_malformed(LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
+    starts, hws, cleaner = checkpoints.log_starts, checkpoints.high_watermarks, checkpoints.cleaner_offsets
     for part in parts:
         tp = part.topic_partition
         eff = resolver.resolve(tp.topic)
@@ -392,8 +390,7 @@ def _run_log_dir(log_dir, parts, operations, options, now, report, progress) -> 
         if not clean:
             outcome_dir.recovered_partitions = sum(
                 1 for r in lm.report.logs if r is not None and not r.clean_shutdown)
-        cleaner_path = os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT)
-        cleaner = _read_offsets(log_dir, CLEANER_OFFSET_CHECKPOINT)
+        cleaner = read_cleaner_offsets(log_dir)
         cleaned_any = False
         for part in parts:
             tp = part.topic_partition
@@ -411,9 +408,7 @@ def _run_log_dir(log_dir, parts, operations, options, now, report, progress) -> 
                 report.partitions.append(outcome)
             outcome_dir.swept_files.extend(_sweep(log, eff, options, now))
         if cleaned_any:
-            # Kafka drops checkpoint entries of partitions that no longer exist on this dir.
-            present = set(lm.partitions())
-            OffsetCheckpointFile(cleaner_path).write({tp: off for tp, off in cleaner.items() if tp in present})
+            update_cleaner_offsets(log_dir, cleaner, set(lm.partitions()))
             outcome_dir.cleaner_checkpoint_written = True
     finally:
         lm.close()
@@ -578,7 +573,7 @@ def run_due(lm, settings: dict[str, str], now: int | None = None) -> list[Partit
             int(settings["log.retention.check.interval.ms"])
         options = MaintenanceOptions(now_ms=now, buffer_size=int(settings["log.cleaner.dedupe.buffer.size"]))
         if cleaner_due and any(log.config.compact for _, log in logs):
-            cleaner = _read_offsets(str(log_dir), CLEANER_OFFSET_CHECKPOINT)
+            cleaner = read_cleaner_offsets(log_dir)
             cleaned = False
             for tp, log in logs:
                 if not log.config.compact:
@@ -591,9 +586,7 @@ def run_due(lm, settings: dict[str, str], now: int | None = None) -> list[Partit
                     cleaned = True
                 outcomes.append(outcome)
             if cleaned:
-                present = set(lm.partitions())
-                OffsetCheckpointFile(Path(log_dir) / CLEANER_OFFSET_CHECKPOINT).write(
-                    {tp: off for tp, off in cleaner.items() if tp in present})
+                update_cleaner_offsets(log_dir, cleaner, set(lm.partitions()))
         if cleaner_due:
             state["last_cleaner_ms"] = now
             changed = True

@@ -30,7 +30,7 @@ import datetime as _dt
 import os
 import time
 import uuid as _uuid
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping, TypeVar
 
 from plog.formats import checkpoints as _ck
 from plog.formats.checkpoints import OFFSET_CHECKPOINT_FILES, EpochEntry, MetaProperties, PartitionMetadata
@@ -61,6 +61,8 @@ __all__ = [
 
 #: Suffix of the temporary file a write goes through (``<file>.tmp``, as Kafka names it).
 TMP_SUFFIX = TMP_FILE_SUFFIX
+
+_T = TypeVar("_T")
 
 
 # -- the write protocol ------------------------------------------------------------------
@@ -107,11 +109,16 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
     except OSError as e:
         _remove_quietly(tmp)
         raise KafkaStorageError(f"Error while writing to file {target}: {e.strerror or e}") from e
+    _sync_directory_of(target)
+
+
+def _sync_directory_of(path: str) -> None:
+    """fsync the directory holding ``path`` (after a rename or a removal there)."""
     try:
-        fsync_dir(os.path.dirname(target))
+        fsync_dir(os.path.dirname(path))
     except OSError as e:
         raise KafkaStorageError(
-            f"Error while syncing the directory of file {target}: {e.strerror or e}"
+            f"Error while syncing the directory of file {path}: {e.strerror or e}"
         ) from e
 
 
@@ -136,25 +143,43 @@ def _create_empty(path: str) -> None:
     os.close(fd)
 
 
-# -- offset and leader-epoch checkpoints -------------------------------------------------
+# -- the files -----------------------------------------------------------------------------
 
 
-class _CheckpointFile:
-    """A ``CheckpointFile`` at an absolute path; see the module docstring for the rules."""
+class _StateFile:
+    """A small state file at an absolute path: it exists or not, and its content parses with
+    one of :mod:`plog.formats.checkpoints`' parsers (see the module docstring for the rules)."""
 
-    def __init__(self, path: str | os.PathLike, *, create_if_missing: bool = False):
+    #: What the file is, in the message of an I/O error.
+    _what = "file"
+
+    def __init__(self, path: str | os.PathLike):
         self.path = os.path.abspath(os.fspath(path))
-        if create_if_missing:
-            _create_empty(self.path)
 
     def exists(self) -> bool:
         return os.path.isfile(self.path)
 
-    def _read_text(self) -> bytes | None:
-        return _read_bytes(self.path, "checkpoint file")
+    def _read_parsed(self, parse: Callable[[bytes, str], _T]) -> _T | None:
+        """``parse(content, path)``, or None when the file does not exist."""
+        data = _read_bytes(self.path, self._what)
+        return None if data is None else parse(data, self.path)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r})"
+
+
+# -- offset and leader-epoch checkpoints -------------------------------------------------
+
+
+class _CheckpointFile(_StateFile):
+    """A ``CheckpointFile`` at an absolute path; see the module docstring for the rules."""
+
+    _what = "checkpoint file"
+
+    def __init__(self, path: str | os.PathLike, *, create_if_missing: bool = False):
+        super().__init__(path)
+        if create_if_missing:
+            _create_empty(self.path)
 
 
 class OffsetCheckpointFile(_CheckpointFile):
@@ -174,10 +199,9 @@ class OffsetCheckpointFile(_CheckpointFile):
         return cls(os.path.join(log_dir, name), create_if_missing=create_if_missing)
 
     def read(self) -> dict[TopicPartition, int]:
-        data = self._read_text()
-        if data is None:
+        parsed = self._read_parsed(_ck.parse_offset_checkpoint)
+        if parsed is None:
             return {}
-        parsed = _ck.parse_offset_checkpoint(data, self.path)
         if TopicPartition is _ck.TopicPartition:
             return parsed
         return {TopicPartition(*tp): offset for tp, offset in parsed.items()}
@@ -197,10 +221,7 @@ class LeaderEpochCheckpointFile(_CheckpointFile):
                    create_if_missing=create_if_missing)
 
     def read(self) -> list[EpochEntry]:
-        data = self._read_text()
-        if data is None:
-            return []
-        return _ck.parse_leader_epoch_checkpoint(data, self.path)
+        return self._read_parsed(_ck.parse_leader_epoch_checkpoint) or []
 
     def write(self, entries: Iterable[tuple[int, int]]) -> None:
         atomic_write(self.path, _ck.format_leader_epoch_checkpoint(entries))
@@ -209,7 +230,7 @@ class LeaderEpochCheckpointFile(_CheckpointFile):
 # -- partition.metadata ------------------------------------------------------------------
 
 
-class PartitionMetadataFile:
+class PartitionMetadataFile(_StateFile):
     """A partition's ``partition.metadata`` (its topic id).
 
     ``read()`` returns :class:`PartitionMetadata`, or None when the file does not exist
@@ -217,30 +238,20 @@ class PartitionMetadataFile:
     stores version 0 atomically.
     """
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = os.path.abspath(os.fspath(path))
+    _what = "partition metadata file"
 
     @classmethod
     def in_dir(cls, partition_dir: str | os.PathLike) -> "PartitionMetadataFile":
         return cls(os.path.join(partition_dir, PARTITION_METADATA))
 
-    def exists(self) -> bool:
-        return os.path.isfile(self.path)
-
     def read(self) -> PartitionMetadata | None:
-        data = _read_bytes(self.path, "partition metadata file")
-        if data is None:
-            return None
-        return _ck.parse_partition_metadata(data, self.path)
+        return self._read_parsed(_ck.parse_partition_metadata)
 
     def write(self, topic_id: _uuid.UUID) -> None:
         if topic_id == _ck.ZERO_UUID:
             # Kafka's reader rejects it, so writing it would make the partition unreadable.
             raise ValueError("The all-zero UUID is not a topic id")
         atomic_write(self.path, _ck.format_partition_metadata(topic_id))
-
-    def __repr__(self) -> str:
-        return f"PartitionMetadataFile({self.path!r})"
 
 
 # -- meta.properties ---------------------------------------------------------------------
@@ -282,7 +293,7 @@ def write_meta_properties(log_dir: str | os.PathLike, meta: MetaProperties, *,
 # -- .kafka_cleanshutdown ----------------------------------------------------------------
 
 
-class CleanShutdownFile:
+class CleanShutdownFile(_StateFile):
     """The clean-shutdown marker of a log dir (``CleanShutdownFileHandler``).
 
     Present means the last shutdown was clean and recovery can be skipped. ``read()`` gives
@@ -291,18 +302,14 @@ class CleanShutdownFile:
     the broker treat as "clean, epoch unknown".
     """
 
+    _what = "clean shutdown file"
+
     def __init__(self, log_dir: str | os.PathLike):
         self.log_dir = os.path.abspath(os.fspath(log_dir))
-        self.path = os.path.join(self.log_dir, CLEAN_SHUTDOWN)
-
-    def exists(self) -> bool:
-        return os.path.isfile(self.path)
+        super().__init__(os.path.join(self.log_dir, CLEAN_SHUTDOWN))
 
     def read(self) -> int | None:
-        data = _read_bytes(self.path, "clean shutdown file")
-        if data is None:
-            return None
-        return _ck.parse_clean_shutdown(data, self.path)
+        return self._read_parsed(_ck.parse_clean_shutdown)
 
     def write(self, broker_epoch: int = -1) -> None:
         """Write ``{"version":0,"brokerEpoch":N}`` (Kafka >= 3.7). Kafka writes in place;
@@ -318,12 +325,7 @@ class CleanShutdownFile:
             return False
         except OSError as e:
             raise KafkaStorageError(f"Error while deleting file {self.path}: {e.strerror or e}") from e
-        try:
-            fsync_dir(self.log_dir)
-        except OSError as e:
-            raise KafkaStorageError(
-                f"Error while syncing the directory of file {self.path}: {e.strerror or e}"
-            ) from e
+        _sync_directory_of(self.path)
         return True
 
     def __repr__(self) -> str:

@@ -276,7 +276,7 @@ class LogDirCheckpoints:
 
     Read as ``LogManager.loadLogs`` reads them: a missing file is empty, and so is one that
     cannot be read or parsed (Kafka logs a warning and goes on), with the reason in
-    ``problems`` (file name -> one line naming the file).
+    ``problems`` (file name -> one line naming the file) and the error itself in ``errors``.
     """
 
     path: str
@@ -285,6 +285,16 @@ class LogDirCheckpoints:
     high_watermarks: dict = field(default_factory=dict)
     cleaner_offsets: dict = field(default_factory=dict)
     problems: dict = field(default_factory=dict)
+    errors: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def raise_malformed(self, *names: str) -> None:
+        """Raise the parse error of the first of the checkpoints ``names`` whose content is
+        malformed, for a caller that stops there rather than go on as if it were empty (a
+        file that could not be read at all still reads as empty)."""
+        for name in names:
+            error = self.errors.get(name)
+            if isinstance(error, FormatError):
+                raise error
 
 
 def read_checkpoints(log_dir: str | os.PathLike) -> LogDirCheckpoints:
@@ -324,14 +334,17 @@ _SETTLED_NS = 2_000_000_000
 def _read_checkpoints(log_dir: str) -> LogDirCheckpoints:
     found: dict[str, dict] = {}
     problems = {}
+    errors = {}
     for name in CHECKPOINT_FILES:
         try:
             found[name] = _ckf.OffsetCheckpointFile.in_log_dir(log_dir, name).read()
         except (FormatError, EngineError, OSError) as e:
             problems[name] = f"{os.path.join(log_dir, name)}: {e} (Kafka treats it as empty)"
+            errors[name] = e
             found[name] = {}
     return LogDirCheckpoints(log_dir, found[RECOVERY_POINT_CHECKPOINT], found[LOG_START_OFFSET_CHECKPOINT],
-                             found[REPLICATION_OFFSET_CHECKPOINT], found[CLEANER_OFFSET_CHECKPOINT], problems)
+                             found[REPLICATION_OFFSET_CHECKPOINT], found[CLEANER_OFFSET_CHECKPOINT], problems,
+                             errors)
 
 
 #: Where :attr:`PartitionFacts.log_start_offset` came from.

@@ -351,7 +351,9 @@ def _known(broker_dynamic: Mapping[str, str]) -> dict[str, str]:
 
 
 def _plog_topics(log_dir: Path) -> dict[str, dict[str, str]]:
-    path = log_dir / ".plog-topics.json"
+    from plog.engine.storage.log_manager import TOPICS_FILE
+
+    path = log_dir / TOPICS_FILE
     try:
         data = json.loads(path.read_text())
         return {name: dict(entry.get("configs", {})) for name, entry in data["topics"].items()}

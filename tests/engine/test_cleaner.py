@@ -33,8 +33,8 @@ from plog.engine.maintenance.cleaner import (
     clean_log,
     explain_compaction,
     group_segments_by_size,
-    log_to_clean,
 )
+from plog.engine.maintenance.cleaner_manager import log_to_clean
 from plog.engine.storage.log_config import LogConfig
 from plog.engine.storage.log import load_log
 from plog.engine.storage.log import Log

@@ -26,7 +26,8 @@ from plog.engine.errors import EngineError, LogDirLockedError
 from plog.engine.storage.lock import LogDirLock
 from plog.engine.storage.log import Log
 from plog.engine.storage.log_manager import LogManager
-from plog.engine.maintenance.recovery import LogDirInUseError, plan_recovery, quarantine_file_name, recover
+from plog.engine.maintenance.recovery import LogDirInUseError, plan_recovery, recover
+from plog.engine.maintenance.salvage import quarantine_file_name
 from plog.engine.storage.file_names import TopicPartition
 from plog.engine.inspect.verify import ERROR, verify_path
 from plog.formats.batches import iter_batches
