@@ -50,7 +50,7 @@ def _read_input(path: str, option: str) -> str:
 def _parse_input(parse, path: str, option: str):
     """``parse`` of the text of ``path``; a document Kafka would reject names the file (Kafka's
     own messages, kept as they are after it, say only "The input string ...")."""
-    from plog.engine.cluster.reassignment import ReassignmentJsonError
+    from plog.engine.cluster.reassignment_plan import ReassignmentJsonError
 
     text = _read_input(path, option)
     try:
@@ -85,7 +85,7 @@ def generate(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Propose a reassignment of whole topics onto a list of brokers."""
-    from plog.engine.cluster.reassignment import (
+    from plog.engine.cluster.reassignment_plan import (
         format_reassignment_json,
         generate_reassignment,
         parse_topics_to_move,
@@ -124,8 +124,8 @@ def execute(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Move partition replicas as a reassignment plan says."""
-    from plog.engine.cluster.reassignment import (
-        execute_reassignment,
+    from plog.engine.cluster.reassignment import execute_reassignment
+    from plog.engine.cluster.reassignment_plan import (
         format_reassignment_json,
         parse_reassignment_json,
         reassignment_document,
@@ -195,7 +195,8 @@ def verify(
     data_dir: str = data_dir_option(),
 ) -> Outcome:
     """Check whether a reassignment plan is in place."""
-    from plog.engine.cluster.reassignment import parse_reassignment_json, verify_reassignment
+    from plog.engine.cluster.reassignment import verify_reassignment
+    from plog.engine.cluster.reassignment_plan import parse_reassignment_json
 
     plan = _parse_input(parse_reassignment_json, reassignment_json_file, "--reassignment-json-file")
     dd = open_data_dir(data_dir)

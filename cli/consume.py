@@ -178,9 +178,9 @@ def _renderer(fmt: str, json_lines: bool, key_delimiter: str | None, properties:
     """The output format and its record renderer (None for text and json, which the loop
     writes itself) from --format and its kcat (-J, -K) and console-consumer (--property)
     spellings, which exclude one another."""
-    from plog.engine.clients.record_io import (MESSAGE_FORMATTER_PROPERTIES, ConsoleFormat, PropertyError,
-                                       compile_console_format, compile_template, format_jsonl,
-                                       properties_to_settings)
+    from plog.engine.clients.console_io import (MESSAGE_FORMATTER_PROPERTIES, ConsoleFormat, PropertyError,
+                                                compile_console_format, compile_template, properties_to_settings)
+    from plog.engine.clients.record_io import format_jsonl
 
     chosen = [what for what, on in (("--format", fmt != "text" and not (json_lines and fmt == "jsonl")),
                                     ("-J", json_lines), ("-K", key_delimiter is not None),

@@ -188,7 +188,7 @@ def _line_parser(input_format: InputFormat, properties: list[str] | None, *, par
                  headers_key_separator: str, null_marker: str | None):
     """The ``LineParser`` of --input-format lines (the options, their escapes read, then
     --property's reader properties), or None for jsonl (which takes no --property)."""
-    from plog.engine.clients.record_io import LINE_READER_PROPERTIES, LineParser, PropertyError, properties_to_settings
+    from plog.engine.clients.console_io import LINE_READER_PROPERTIES, LineParser, PropertyError, properties_to_settings
 
     try:
         reader_properties = properties_to_settings(parse_properties(properties), LINE_READER_PROPERTIES,

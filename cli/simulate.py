@@ -70,7 +70,8 @@ def simulate(
 ) -> Outcome:
     """Run a replication scenario (produce, fetch, crash, start, elections, expectations) and
     print the timeline of log end offsets and high watermarks per replica."""
-    from plog.engine.cluster.simulation import ScenarioError, load_scenario, run_scenario
+    from plog.engine.cluster.scenario import ScenarioError, load_scenario
+    from plog.engine.cluster.simulation import run_scenario
 
     if scenario == "-":
         sc = load_scenario(sys.stdin.read())
@@ -173,7 +174,7 @@ def _print_step(result) -> None:
 
 
 def _trailer(report) -> list[str]:
-    from plog.engine.cluster.simulation import yaml_flow
+    from plog.engine.cluster.scenario import yaml_flow
 
     lines = []
     for tp, lost in report.acked_lost.items():

@@ -124,7 +124,7 @@ def list_topics(
     data_dir: str = data_dir_option(),
 ) -> None:
     """List the topics of a data directory."""
-    from plog.engine.cluster.data_dir import SOURCE_PARTITION_FOLDERS
+    from plog.engine.cluster.metadata import SOURCE_PARTITION_FOLDERS
 
     dd = open_data_dir(data_dir)
     _note_sources(dd)
@@ -174,7 +174,7 @@ def describe(
     data_dir: str = data_dir_option(),
 ) -> None:
     """Describe topics: leaders, epochs, replicas, ISRs, offsets, sizes and problems."""
-    from plog.engine.cluster.data_dir import SOURCE_PARTITION_FOLDERS
+    from plog.engine.cluster.metadata import SOURCE_PARTITION_FOLDERS
 
     dd = open_data_dir(data_dir)
     _note_sources(dd)

@@ -2,7 +2,7 @@
 one :class:`~plog.engine.clients.producer.Producer`, for ``plog produce`` and any program
 that feeds a topic from a file or a pipe (kafka-console-producer's loop).
 
-* **Lines** are parsed by a :class:`~plog.engine.clients.record_io.LineParser`
+* **Lines** are parsed by a :class:`~plog.engine.clients.console_io.LineParser`
   (kafka-console-producer's LineMessageReader); plain lines (no key, no headers, no null
   marker) take the bulk path, :meth:`Producer.send_values` on chunks of values, without a
   parse or a future per record. **JSON lines** are :func:`record_io.parse_jsonl`'s.

@@ -1,44 +1,34 @@
-"""Producer input parsing and consumer output formatting, shared by ``plog produce`` and
-``plog consume``.
+"""Records as the clients hand them over, and their binary-safe JSON lines: what
+``plog produce --input-format jsonl`` reads and ``plog consume --format jsonl`` writes.
 
-Input (one :class:`ProducerRecord` per line):
-
-* :class:`LineParser`: text lines as kafka-console-producer's ``LineMessageReader`` reads
-  them (``parse.key``, ``key.separator``, ``parse.headers``, ``headers.delimiter``,
-  ``headers.separator``, ``headers.key.separator``, ``null.marker``, ``ignore.error``), with
-  Kafka's rules and error texts, but on bytes, so any byte other than the separators passes
-  through unchanged (Kafka decodes lines as UTF-8 and replaces invalid bytes).
+* :class:`ProducerRecord` (one record to produce) and :class:`ConsumerRecord` (one consumed).
 * :func:`parse_jsonl`: the objects ``plog consume --format jsonl`` writes, and the
   ``"type":"record"`` objects of ``plog dump --format jsonl`` (of this version and of older
   ones, which spelled the same fields in camelCase); keys, values and header values in the
   binary-safe convention of :mod:`plog.formats.binary_json`; headers as the list
   ``[{"key", "value"}]`` or as an object ``{"name": value}``.
-
-Output (one :class:`ConsumerRecord` at a time):
-
 * :func:`format_jsonl` / :func:`record_to_json`: one compact JSON object per record, fields
   ``topic, partition, offset, timestamp, timestamp_type, key, value, headers`` (Kafka's
   ``ConsumerRecord`` names in snake_case, as every JSON plog writes).
   ``parse_jsonl(format_jsonl(r))`` gives back r's key, value, headers, timestamp and
   partition byte for byte, so ``plog consume --format jsonl | plog produce --input-format
   jsonl`` copies records exactly.
-* :func:`compile_template`: kcat's ``-f`` format strings (``%t %p %o %k %v %K %S %T %h``...).
-* :func:`compile_console_format`: kafka-console-consumer's ``DefaultMessageFormatter``
-  (``--property print.key=true``, ``key.separator``...), from :func:`console_format`.
+
+The console tools' text forms (kafka-console-producer's lines, kafka-console-consumer's
+formatter, kcat's templates) are engine.clients.console_io's.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import struct
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _json_str  # C; the ensure_ascii=False escaping
-from typing import Any, Callable
+from typing import Any
 
 from plog.formats.binary_json import decode_bytes, encode_bytes, encode_headers
 
-from plog.engine.errors import EngineError, InputRecordError
+from plog.engine.errors import InputRecordError
 
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
@@ -73,155 +63,6 @@ class ConsumerRecord:
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
     leader_epoch: int | None = None
-
-
-def _show(raw: bytes, limit: int = 200) -> str:
-    """Input bytes for a one-line error message (Kafka shows the line as decoded text)."""
-    text = raw[: limit * 4].decode("utf-8", "replace")
-    if len(text) > limit:
-        text = text[:limit] + "..."
-    return text.replace("\r", "\\r").replace("\n", "\\n")
-
-
-_EOL = (10, 13)  # b"\n"[0], b"\r"[0]
-
-
-def _strip_eol(line: bytes) -> bytes:
-    if line.endswith(b"\n"):
-        line = line[:-1]
-    if line.endswith(b"\r"):
-        line = line[:-1]
-    return line
-
-
-# -- line input (kafka-console-producer's LineMessageReader) -----------------------------
-
-
-class LineParser:
-    """Kafka's ``LineMessageReader`` on bytes: ``[headers<delim>][key<sep>]value``.
-
-    * With ``parse_headers``, everything before the first ``headers_delimiter`` is the
-      header list, ``h1:v1,h2:v2``; with ``parse_key``, everything from there up to the
-      first ``key_separator`` is the key; the rest of the line is the value (which may
-      contain separators).
-    * A missing delimiter or separator is an error (Kafka's text: ``No key separator found
-      on line number N: '<line>'``), or with ``ignore_error`` means "no headers"/"no key"
-      (null key, the rest of the line is the value); a header pair without
-      ``headers_key_separator`` is ``No header key separator found in pair '<pair>' on
-      line number N``, or with ``ignore_error`` a header named by the whole pair with a
-      null value.
-    * ``null_marker``: a key, value or header value equal to it is null (a value equal to
-      it is a tombstone); a header section equal to it means no headers; a header key equal
-      to it is an error (header keys cannot be null), even with ``ignore_error``.
-      ``null_marker=b""`` gives kcat's ``-Z`` (empty key/value are null).
-    * The header list is split as Java's ``Pattern.split`` does (trailing empty pairs
-      dropped, so ``a:1,`` is one header), but on the literal separator: Kafka compiles
-      ``headers.separator`` as a regular expression, plog does not.
-    * Configurations Kafka rejects are rejected with Kafka's words (``ValueError``), and
-      empty separators are rejected too.
-
-    ``parse`` takes one line without its newline (a trailing ``\\n``, ``\\r\\n`` or ``\\r``
-    is removed if present) and its 1-based number for error messages.
-    """
-
-    def __init__(self, *, parse_key: bool = False, key_separator: bytes = b"\t", parse_headers: bool = False,
-                 headers_delimiter: bytes = b"\t", headers_separator: bytes = b",",
-                 headers_key_separator: bytes = b":", null_marker: bytes | None = None,
-                 ignore_error: bool = False):
-        # Kafka's LineMessageReader.configure checks, in its order and words.
-        if headers_delimiter == headers_separator:
-            raise ValueError("headers.delimiter and headers.separator may not be equal")
-        if headers_delimiter == headers_key_separator:
-            raise ValueError("headers.delimiter and headers.key.separator may not be equal")
-        if headers_separator == headers_key_separator:
-            raise ValueError("headers.separator and headers.key.separator may not be equal")
-        if null_marker is not None:
-            for name, sep in (("key.separator", key_separator), ("headers.separator", headers_separator),
-                              ("headers.delimiter", headers_delimiter),
-                              ("headers.key.separator", headers_key_separator)):
-                if sep == null_marker:
-                    raise ValueError(f"null.marker and {name} may not be equal")
-        for name, sep in (("key.separator", key_separator), ("headers.delimiter", headers_delimiter),
-                          ("headers.separator", headers_separator),
-                          ("headers.key.separator", headers_key_separator)):
-            if not sep:
-                raise ValueError(f"{name} may not be empty")
-        self.parse_key = parse_key
-        self.key_separator = bytes(key_separator)
-        self.parse_headers = parse_headers
-        self.headers_delimiter = bytes(headers_delimiter)
-        self.headers_separator = bytes(headers_separator)
-        self.headers_key_separator = bytes(headers_key_separator)
-        self.null_marker = None if null_marker is None else bytes(null_marker)
-        self.ignore_error = ignore_error
-        if not parse_key and not parse_headers:
-            # The common case (one value per line): skip the general path. An instance
-            # attribute shadows the method.
-            self.parse = self._parse_value if null_marker is None else self._parse_value_or_null
-
-    def _parse_value(self, line: bytes, line_number: int) -> ProducerRecord:
-        if line and line[-1] in _EOL:
-            line = _strip_eol(line)
-        return ProducerRecord(line)
-
-    def _parse_value_or_null(self, line: bytes, line_number: int) -> ProducerRecord:
-        line = _strip_eol(line)
-        return ProducerRecord(None if line == self.null_marker else line)
-
-    def parse(self, line: bytes, line_number: int) -> ProducerRecord:
-        """One line → one record; raises :class:`InputRecordError` naming ``line_number``."""
-        line = _strip_eol(line)
-        null = self.null_marker
-        pos = 0
-        headers_raw = None
-        if self.parse_headers:
-            i = line.find(self.headers_delimiter)
-            if i >= 0:
-                headers_raw = line[:i]
-                pos = i + len(self.headers_delimiter)
-            elif not self.ignore_error:
-                raise InputRecordError(line_number, f"No headers delimiter found on line number {line_number}: "
-                                                    f"'{_show(line)}'")
-        key = None
-        if self.parse_key:
-            i = line.find(self.key_separator, pos)
-            if i >= 0:
-                key = line[pos:i]
-                pos = i + len(self.key_separator)
-                if key == null:
-                    key = None
-            elif not self.ignore_error:
-                raise InputRecordError(line_number, f"No key separator found on line number {line_number}: "
-                                                    f"'{_show(line)}'")
-        value = line[pos:] if pos else line
-        if value == null:
-            value = None
-        headers = [] if headers_raw is None or headers_raw == null else self._split_headers(headers_raw, line_number)
-        return ProducerRecord(value, key, headers)
-
-    def _split_headers(self, raw: bytes, line_number: int) -> list[tuple[str, bytes | None]]:
-        pairs = raw.split(self.headers_separator)
-        if len(pairs) > 1:
-            while pairs and not pairs[-1]:  # Java's split drops trailing empty strings
-                pairs.pop()
-        null = self.null_marker
-        kv = self.headers_key_separator
-        out = []
-        for pair in pairs:
-            i = pair.find(kv)
-            if i < 0:
-                if not self.ignore_error:
-                    raise InputRecordError(line_number, f"No header key separator found in pair '{_show(pair)}' "
-                                                        f"on line number {line_number}")
-                out.append((pair.decode("utf-8", "surrogateescape"), None))
-                continue
-            name = pair[:i]
-            if name == null:
-                raise InputRecordError(line_number, f"Header keys should not be equal to the null marker "
-                                                    f"'{_show(null)}' as they can't be null")
-            value = pair[i + len(kv):]
-            out.append((name.decode("utf-8", "surrogateescape"), None if value == null else value))
-        return out
 
 
 # -- JSON lines input --------------------------------------------------------------------
@@ -448,360 +289,21 @@ def format_jsonl(rec: ConsumerRecord) -> bytes:
     """``record_to_json(rec)`` as one compact JSON line (``ensure_ascii=False``), UTF-8,
     ending in ``\\n``. Equal to ``json.dumps(record_to_json(rec), ensure_ascii=False,
     separators=(",", ":")) + "\\n"`` encoded, but built directly with one f-string (no dict,
-    no encoder walk; the common UTF-8 key/value inlined): this runs once per consumed
-    record, and is about twice as fast as the dict plus a precompiled encoder."""
+    no encoder walk): this runs once per consumed record, and is about twice as fast as the
+    dict plus a precompiled encoder."""
     topic = _str_cache.get(rec.topic) or _cached_json_str(rec.topic)
     tt = _str_cache.get(rec.timestamp_type) or _cached_json_str(rec.timestamp_type)
-    key, value, headers = rec.key, rec.value, rec.headers
-    if key is None:
-        key_json = "null"
-    else:
-        try:
-            key_json = _json_str(key.decode("utf-8"))
-        except (UnicodeDecodeError, AttributeError):
-            key_json = _bytes_json(key)
-    if value is None:
-        value_json = "null"
-    else:
-        try:
-            value_json = _json_str(value.decode("utf-8"))
-        except (UnicodeDecodeError, AttributeError):
-            value_json = _bytes_json(value)
+    headers = rec.headers
     return (f'{{"topic":{topic},"partition":{rec.partition},"offset":{rec.offset},'
-            f'"timestamp":{rec.timestamp},"timestamp_type":{tt},"key":{key_json},"value":{value_json},'
-            f'"headers":{_headers_json(headers) if headers else "[]"}}}\n').encode("utf-8")
-
-
-# -- text templates (kcat -f) ------------------------------------------------------------
-
-
-class TemplateError(EngineError, ValueError):
-    """A ``--template`` format string with an unknown ``%`` token or a bad escape."""
-
-
-#: ``plog consume``'s text output: the value of each record on its own line, as
-#: kafka-console-consumer prints by default.
-DEFAULT_TEMPLATE = "%v\n"
-
-_INT32_BE = struct.Struct(">i")
-
-
-def _topic(r: ConsumerRecord) -> bytes:
-    return r.topic.encode("utf-8", "surrogateescape")
-
-
-def _partition(r: ConsumerRecord) -> bytes:
-    return b"%d" % r.partition
-
-
-def _offset(r: ConsumerRecord) -> bytes:
-    return b"%d" % r.offset
-
-
-def _key(r: ConsumerRecord) -> bytes:
-    k = r.key
-    return b"" if k is None else bytes(k)
-
-
-def _value(r: ConsumerRecord) -> bytes:
-    v = r.value
-    return b"" if v is None else bytes(v)
-
-
-def _key_len(r: ConsumerRecord) -> bytes:
-    return b"-1" if r.key is None else b"%d" % len(r.key)
-
-
-def _value_len(r: ConsumerRecord) -> bytes:
-    return b"-1" if r.value is None else b"%d" % len(r.value)
-
-
-def _value_len_binary(r: ConsumerRecord) -> bytes:
-    return _INT32_BE.pack(-1 if r.value is None else len(r.value))
-
-
-def _timestamp(r: ConsumerRecord) -> bytes:
-    return b"%d" % r.timestamp
-
-
-def _headers(r: ConsumerRecord) -> bytes:
-    # kcat's print_headers: name=value joined by ",", a null value printed as NULL.
-    return b",".join(k.encode("utf-8", "surrogateescape") + b"=" + (b"NULL" if v is None else bytes(v))
-                     for k, v in r.headers)
-
-
-#: Template tokens. kcat's names, plus rpk's ``%v`` for the value.
-TEMPLATE_TOKENS: dict[str, Callable[[ConsumerRecord], bytes]] = {
-    "t": _topic,
-    "p": _partition,
-    "o": _offset,
-    "k": _key,
-    "v": _value,
-    "s": _value,  # kcat's name for the value
-    "K": _key_len,
-    "S": _value_len,
-    "R": _value_len_binary,
-    "T": _timestamp,
-    "h": _headers,
-}
-TEMPLATE_HELP = ("%t topic, %p partition, %o offset, %k key, %v (or %s) value, %K key length, %S value length "
-                 "(-1 for null), %R value length as 4 bytes big-endian, %T timestamp ms, %h headers as k=v,k2=v2, "
-                 "%% a percent sign; escapes \\n \\t \\r \\\\ \\0 \\x<hex>; null keys and values print as nothing, null header values as NULL")
-
-_OCT = "01234567"
-_DEC = "0123456789"
-_HEX = "0123456789abcdefABCDEF"
-
-
-def _run(text: str, i: int, digits: str) -> int:
-    """The end of the run of ``digits`` characters starting at ``i``."""
-    while i < len(text) and text[i] in digits:
-        i += 1
-    return i
-
-
-def _unescape(text: str, template: str) -> bytes:
-    """kcat's ``fmt_add`` escape conversion of one literal chunk: ``\\t \\n \\r``,
-    ``\\xHH`` (hex), ``\\<digits>`` (C ``strtoul`` base 0: ``\\0`` NUL, ``\\012`` octal,
-    ``\\65`` decimal) keeping the low byte as C's ``char`` cast does, and ``\\c`` → ``c``
-    for any other character (so ``\\\\`` is one backslash). A backslash ending the chunk is
-    kept. Other characters are written as UTF-8."""
-    if "\\" not in text:
-        return text.encode("utf-8", "surrogateescape")
-    out = bytearray()
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c != "\\" or i + 1 == n:
-            out += c.encode("utf-8", "surrogateescape")
-            i += 1
-            continue
-        d = text[i + 1]
-        if d in "tnr":
-            out.append({"t": 9, "n": 10, "r": 13}[d])
-            i += 2
-        elif d == "x":
-            end = _run(text, i + 2, _HEX)
-            if end == i + 2:
-                raise TemplateError(f"bad escape '\\x' in template {template!r}: expected hex digits, e.g. \\x1f")
-            out.append(int(text[i + 2:end], 16) & 0xFF)
-            i = end
-        elif d in _DEC:
-            if d == "0" and text[i + 2:i + 3] in ("x", "X") and text[i + 3:i + 4] and text[i + 3] in _HEX:
-                start, end, base = i + 3, _run(text, i + 3, _HEX), 16
-            elif d == "0":
-                start, end, base = i + 1, _run(text, i + 1, _OCT), 8
-            else:
-                start, end, base = i + 1, _run(text, i + 1, _DEC), 10
-            out.append(int(text[start:end], base) & 0xFF)
-            i = end
-        else:
-            out += d.encode("utf-8", "surrogateescape")
-            i += 2
-    return bytes(out)
-
-
-def template_parts(fmt: str) -> list[bytes | Callable[[ConsumerRecord], bytes]]:
-    """A template as a list of literal byte strings and field getters, adjacent literals
-    merged. Raises :class:`TemplateError` for an unknown ``%x`` token, a ``%`` at the end
-    (kcat's "Empty formatter") or a ``\\x`` without hex digits."""
-    parts: list[bytes | Callable[[ConsumerRecord], bytes]] = []
-
-    def literal(data: bytes) -> None:
-        if not data:
-            return
-        if parts and isinstance(parts[-1], bytes):
-            parts[-1] += data
-        else:
-            parts.append(data)
-
-    i = 0
-    while True:
-        j = fmt.find("%", i)
-        if j < 0:
-            literal(_unescape(fmt[i:], fmt))
-            return parts
-        literal(_unescape(fmt[i:j], fmt))
-        if j + 1 == len(fmt):
-            raise TemplateError(f"template {fmt!r} ends with a lone '%' (write %% for a percent sign); "
-                                f"tokens: {TEMPLATE_HELP}")
-        token = fmt[j + 1]
-        if token == "%":
-            literal(b"%")
-        elif token in TEMPLATE_TOKENS:
-            parts.append(TEMPLATE_TOKENS[token])
-        else:
-            raise TemplateError(f"unknown template token '%{token}' in {fmt!r}; tokens: {TEMPLATE_HELP}")
-        i = j + 2
-
-
-def compile_template(fmt: str) -> Callable[[ConsumerRecord], bytes]:
-    """Compile a kcat-style format string once into a function ``record -> bytes``.
-
-    Tokens: see :data:`TEMPLATE_HELP`. As in kcat, a null key or value prints as nothing
-    (``%K``/``%S`` tell null, -1, from empty, 0), a null header value as ``NULL``, and
-    escapes are interpreted in the literal text only. Raises :class:`TemplateError` at
-    compile time for an unknown token.
-    """
-    parts = template_parts(fmt)
-    if not parts:
-        return lambda rec: b""
-    if len(parts) == 1:
-        only = parts[0]
-        return (lambda rec: only) if isinstance(only, bytes) else only
-    if len(parts) == 2 and callable(parts[0]) and isinstance(parts[1], bytes):
-        # "%v\n" and the like, the default: one concatenation.
-        getter, suffix = parts[0], parts[1]
-        return lambda rec: getter(rec) + suffix
-    getters = [(lambda rec, _b=p: _b) if isinstance(p, bytes) else p for p in parts]
-    join = b"".join
-
-    def render(rec: ConsumerRecord) -> bytes:
-        return join([g(rec) for g in getters])
-
-    return render
-
-
-# -- console tools' --property settings ------------------------------------------------------
-
-
-class PropertyError(EngineError, ValueError):
-    """A ``--property NAME=VALUE`` the console tool's reader or formatter does not have, or a
-    value it cannot take (a boolean property that is not true or false)."""
-
-
-#: kafka-console-producer's ``LineMessageReader`` properties, as :class:`LineParser` keywords.
-LINE_READER_PROPERTIES = {
-    "parse.key": "parse_key",
-    "key.separator": "key_separator",
-    "parse.headers": "parse_headers",
-    "headers.delimiter": "headers_delimiter",
-    "headers.separator": "headers_separator",
-    "headers.key.separator": "headers_key_separator",
-    "null.marker": "null_marker",
-    "ignore.error": "ignore_error",
-}
-
-#: kafka-console-consumer's ``DefaultMessageFormatter`` properties, as :class:`ConsoleFormat`
-#: fields (``print.delivery`` is the share consumer's; deserializers are Java classes).
-MESSAGE_FORMATTER_PROPERTIES = {
-    "print.timestamp": "print_timestamp",
-    "print.key": "print_key",
-    "print.value": "print_value",
-    "print.partition": "print_partition",
-    "print.offset": "print_offset",
-    "print.headers": "print_headers",
-    "key.separator": "key_separator",
-    "line.separator": "line_separator",
-    "headers.separator": "headers_separator",
-    "null.literal": "null_literal",
-}
-
-
-def properties_to_settings(properties: dict[str, bytes], table: dict[str, str], tool: str) -> dict[str, bool | bytes]:
-    """Console-tool properties (``name -> value bytes``) as keyword settings through
-    ``table`` (:data:`LINE_READER_PROPERTIES` or :data:`MESSAGE_FORMATTER_PROPERTIES`).
-
-    Switches (``parse.*``, ``print.*``, ``ignore.error``) take ``true`` or ``false`` (any
-    case; Kafka reads anything but ``true`` as false, plog refuses it, so a typo in a value is
-    not silently "off"); the others are bytes as given.
-    Raises :class:`PropertyError` naming the property and what ``tool`` supports."""
-    out: dict[str, bool | bytes] = {}
-    for name, value in properties.items():
-        setting = table.get(name)
-        if setting is None:
-            raise PropertyError(f"unknown property {name!r} for {tool}; supported: {', '.join(table)}")
-        if name.startswith(("parse.", "print.")) or name == "ignore.error":
-            flag = value.strip().lower()
-            if flag not in (b"true", b"false"):
-                raise PropertyError(f"property {name} must be true or false, not "
-                                    f"{value.decode('utf-8', 'replace')!r}")
-            out[setting] = flag == b"true"
-        else:
-            out[setting] = value
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class ConsoleFormat:
-    """kafka-console-consumer's ``DefaultMessageFormatter`` settings, Kafka's defaults:
-    the value alone, then a newline."""
-
-    print_timestamp: bool = False
-    print_key: bool = False
-    print_value: bool = True
-    print_partition: bool = False
-    print_offset: bool = False
-    print_headers: bool = False
-    key_separator: bytes = b"\t"
-    line_separator: bytes = b"\n"
-    headers_separator: bytes = b","
-    null_literal: bytes = b"null"
-
-
-def compile_console_format(fmt: ConsoleFormat) -> Callable[[ConsumerRecord], bytes]:
-    """A function ``record -> bytes`` writing what ``DefaultMessageFormatter.writeTo`` writes:
-    the chosen columns in the order timestamp (``CreateTime:<ms>``, ``LogAppendTime:<ms>`` or
-    ``NO_TIMESTAMP``), ``Partition:<p>``, ``Offset:<o>``, headers (``k:v`` joined by
-    ``headers_separator``, or ``NO_HEADERS``), key, value; ``key_separator`` between columns
-    and ``line_separator`` after the last one (nothing at all when no column is chosen). A
-    null key, value or header value is ``null_literal``."""
-    null = fmt.null_literal
-    hsep = fmt.headers_separator
-
-    def timestamp(r: ConsumerRecord) -> bytes:
-        if r.timestamp_type == "NoTimestampType":
-            return b"NO_TIMESTAMP"
-        return b"%s:%d" % (r.timestamp_type.encode("ascii"), r.timestamp)
-
-    def headers(r: ConsumerRecord) -> bytes:
-        if not r.headers:
-            return b"NO_HEADERS"
-        return hsep.join(k.encode("utf-8", "surrogateescape") + b":" + (null if v is None else bytes(v))
-                         for k, v in r.headers)
-
-    def key(r: ConsumerRecord) -> bytes:
-        return null if r.key is None else bytes(r.key)
-
-    def value(r: ConsumerRecord) -> bytes:
-        return null if r.value is None else bytes(r.value)
-
-    columns = [getter for on, getter in (
-        (fmt.print_timestamp, timestamp),
-        (fmt.print_partition, lambda r: b"Partition:%d" % r.partition),
-        (fmt.print_offset, lambda r: b"Offset:%d" % r.offset),
-        (fmt.print_headers, headers),
-        (fmt.print_key, key),
-        (fmt.print_value, value),
-    ) if on]
-    if not columns:
-        return lambda rec: b""
-    sep, end = fmt.key_separator, fmt.line_separator
-    join = sep.join
-
-    def render(rec: ConsumerRecord) -> bytes:
-        return join([c(rec) for c in columns]) + end
-
-    return render
+            f'"timestamp":{rec.timestamp},"timestamp_type":{tt},"key":{_bytes_json(rec.key)},'
+            f'"value":{_bytes_json(rec.value)},"headers":{_headers_json(headers) if headers else "[]"}}}\n'
+            ).encode("utf-8")
 
 
 __all__ = [
-    "DEFAULT_TEMPLATE",
-    "TEMPLATE_HELP",
-    "TEMPLATE_TOKENS",
-    "ConsoleFormat",
     "ConsumerRecord",
-    "LINE_READER_PROPERTIES",
-    "LineParser",
-    "MESSAGE_FORMATTER_PROPERTIES",
-    "PropertyError",
     "ProducerRecord",
-    "TemplateError",
-    "compile_console_format",
-    "compile_template",
     "format_jsonl",
     "parse_jsonl",
-    "properties_to_settings",
     "record_to_json",
-    "template_parts",
 ]

@@ -41,13 +41,13 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple
 
-from plog.formats.control import ControlRecordType, parse_control_key
+from plog.formats.control import CONTROL_KEY_SIZE, ControlRecordType, parse_control_key
 from plog.formats.errors import FormatError, InvalidRecordError
 from plog.formats.indexes import AbortedTxn
+from plog.formats.partial_record import read_record_key
 from plog.formats.producer_snapshot import decode_snapshot
 from plog.formats.record_batch import RECORDS_OFFSET
 from plog.formats.records import Record
-from plog.formats.varint import read_varint, read_varlong
 
 from plog.engine.errors import OffsetOutOfRangeError
 from plog.engine.storage.log import Log
@@ -63,8 +63,6 @@ __all__ = [
     "read_uncommitted_records",
     "transaction_state",
 ]
-
-CONTROL_KEY_SIZE = 4
 
 
 class OpenTxn(NamedTuple):
@@ -210,9 +208,8 @@ def marker_type(batch) -> ControlRecordType | None:
     """The control type of a control batch's first record, or None for an empty batch
     (what the cleaner leaves of a removed marker).
 
-    Reads only the record's key: length, attributes, timestamp delta, offset delta and key
-    length are skipped as varints. Kafka never compresses control batches; a compressed
-    one is decoded in full rather than guessed at.
+    Reads only the record's key (formats.partial_record). Kafka never compresses control
+    batches; a compressed one is decoded in full rather than guessed at.
     """
     if batch.records_count <= 0:
         return None
@@ -220,14 +217,7 @@ def marker_type(batch) -> ControlRecordType | None:
         records = batch.records()
         key = records[0].key if records else None
     else:
-        buf = batch.buffer
-        pos = RECORDS_OFFSET
-        _length, pos = read_varint(buf, pos)
-        pos += 1  # record attributes, unused
-        _ts_delta, pos = read_varlong(buf, pos)
-        _offset_delta, pos = read_varint(buf, pos)
-        key_length, pos = read_varint(buf, pos)
-        key = bytes(buf[pos:pos + key_length]) if key_length >= 0 else None
+        key = read_record_key(batch.buffer, RECORDS_OFFSET)
     if key is None:
         raise InvalidRecordError("Control record has no key", batch.position)
     if len(key) < CONTROL_KEY_SIZE:

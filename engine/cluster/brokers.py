@@ -6,7 +6,7 @@ just lost its leadership. ``start`` also runs the started broker's replica fetch
 replicas caught up (truncating first with the leader-epoch protocol), which is how it gets
 back into the ISRs.
 
-Operations take an optional ``writer`` (a :class:`~plog.engine.cluster.data_dir.ClusterWriter` the
+Operations take an optional ``writer`` (a :class:`~plog.engine.cluster.writer.ClusterWriter` the
 caller keeps open, as the scenario runner does) and ``clock`` (milliseconds).
 """
 
@@ -16,7 +16,8 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
-from plog.engine.cluster.data_dir import ClusterWriter, DataDir
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.cluster.writer import ClusterWriter
 from plog.engine.cluster.replication import ControllerEvent, PreferredElection, ReplicationReport, Truncation
 from plog.engine.storage.file_names import TopicPartition
 

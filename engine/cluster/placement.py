@@ -26,7 +26,7 @@ leaders and replicas per broker.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from plog.formats import java
@@ -130,19 +130,27 @@ def _start_and_shift(fixed_start_index: int, n: int, rng: random.Random) -> tupl
     return start, rng.randrange(n)
 
 
-def _assign_rack_unaware(broker_ids, n_partitions, replication_factor, fixed_start_index, start_partition_id, rng):
-    n = len(broker_ids)
+def _leader_positions(n: int, n_partitions: int, fixed_start_index: int, start_partition_id: int,
+                      rng: random.Random) -> Iterator[tuple[int, int, int]]:
+    """``(partition id, position of its leader in the n-broker list, follower shift)`` for each
+    partition, as both of Kafka's placements walk them: leaders round the list from the start
+    index, the shift one more each time the partition ids wrap round it."""
     start_index, shift = _start_and_shift(fixed_start_index, n, rng)
     partition = max(0, start_partition_id)
-    result: dict[int, list[int]] = {}
     for _ in range(n_partitions):
         if partition > 0 and partition % n == 0:
             shift += 1
-        first = (partition + start_index) % n
+        yield partition, (partition + start_index) % n, shift
+        partition += 1
+
+
+def _assign_rack_unaware(broker_ids, n_partitions, replication_factor, fixed_start_index, start_partition_id, rng):
+    n = len(broker_ids)
+    result: dict[int, list[int]] = {}
+    for partition, first, shift in _leader_positions(n, n_partitions, fixed_start_index, start_partition_id, rng):
         replicas = [broker_ids[first]]
         replicas.extend(broker_ids[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1))
         result[partition] = replicas
-        partition += 1
     return result
 
 
@@ -151,13 +159,8 @@ def _assign_rack_aware(brokers, n_partitions, replication_factor, fixed_start_in
     n_racks = len(set(rack_of.values()))
     arranged = rack_alternated_broker_list(rack_of)
     n = len(arranged)
-    start_index, shift = _start_and_shift(fixed_start_index, n, rng)
-    partition = max(0, start_partition_id)
     result: dict[int, list[int]] = {}
-    for _ in range(n_partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start_index) % n
+    for partition, first, shift in _leader_positions(n, n_partitions, fixed_start_index, start_partition_id, rng):
         leader = arranged[first]
         replicas = [leader]
         racks_used = {rack_of[leader]}
@@ -178,7 +181,6 @@ def _assign_rack_aware(brokers, n_partitions, replication_factor, fixed_start_in
                     brokers_used.add(broker)
                     break
         result[partition] = replicas
-        partition += 1
     return result
 
 

@@ -2,7 +2,7 @@
 
 Two halves, as in Kafka:
 
-* **The controller** (functions on :class:`~plog.engine.cluster.data_dir.ClusterMetadata`, no files):
+* **The controller** (functions on :class:`~plog.engine.cluster.metadata.ClusterMetadata`, no files):
   broker stop / crash / fence / start, leader election from the ISR (first replica in
   assignment order that is in the ISR and on a running broker), unclean election when the
   topic allows it (first running replica; the ISR becomes just that replica), preferred
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from plog.engine.cluster.metadata import id_list
 from plog.engine.storage.leader_epoch_cache import UNDEFINED_EPOCH
 from plog.engine.storage.file_names import TopicPartition
 
@@ -63,11 +64,11 @@ class ControllerEvent:
         if self.kind == "broker":
             return f"broker {self.broker}: {self.reason}"
         if self.kind == "isr":
-            return (f"{self.tp}: ISR {_ids(self.previous_isr)} -> {_ids(self.isr)} ({self.reason})")
+            return (f"{self.tp}: ISR {id_list(self.previous_isr)} -> {id_list(self.isr)} ({self.reason})")
         new = "none (offline)" if self.leader is None or self.leader < 0 else str(self.leader)
         old = "none" if self.previous_leader is None or self.previous_leader < 0 else str(self.previous_leader)
         kind = "unclean election" if self.unclean else "leader"
-        return f"{self.tp}: {kind} {old} -> {new}, epoch {self.leader_epoch}, ISR {_ids(self.isr)} ({self.reason})"
+        return f"{self.tp}: {kind} {old} -> {new}, epoch {self.leader_epoch}, ISR {id_list(self.isr)} ({self.reason})"
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "reason": self.reason,
@@ -75,10 +76,6 @@ class ControllerEvent:
                 "broker": self.broker, "leader": self.leader, "previous_leader": self.previous_leader,
                 "leader_epoch": self.leader_epoch, "isr": list(self.isr), "previous_isr": list(self.previous_isr),
                 "unclean": self.unclean, "message": self.describe()}
-
-
-def _ids(ids) -> str:
-    return "[" + ",".join(map(str, ids)) + "]"
 
 
 def _live(meta) -> set[int]:
@@ -262,7 +259,7 @@ def elect_preferred(meta, tps, *, dry_run: bool = False) -> tuple[list[Preferred
             continue
         if preferred not in state.isr:
             out.append(PreferredElection(tp, tuple(replicas), preferred, state.leader, False,
-                                         f"Preferred replica {preferred} is not in the ISR {_ids(state.isr)}"))
+                                         f"Preferred replica {preferred} is not in the ISR {id_list(state.isr)}"))
             continue
         if dry_run:
             out.append(PreferredElection(tp, tuple(replicas), preferred, state.leader, False,

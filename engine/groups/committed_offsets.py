@@ -344,6 +344,15 @@ class _Replay:
             self.skipped[group] = self.skipped.get(group, 0) + 1
             self.skipped_live.setdefault(group, {})[bytes(record.key)] = record.value is not None
 
+    def _decoded_value(self, record_type: int, record):
+        """The value of a non-tombstone record of ``record_type``, or None (counted as
+        undecodable) when it does not decode."""
+        try:
+            return decode_value(record_type, record.value)
+        except FormatError:
+            self.report.undecodable_records += 1
+            return None
+
     def _offset_commit(self, key: tuple[str, TopicPartition], record, transactional: bool, producer_id: int) -> None:
         if transactional:
             target = self.pending.setdefault(producer_id, {})
@@ -352,10 +361,8 @@ class _Replay:
         if record.value is None:
             target.pop(key, None)
             return
-        try:
-            value = decode_value(1, record.value)
-        except FormatError:
-            self.report.undecodable_records += 1
+        value = self._decoded_value(1, record)
+        if value is None:
             return
         f = value.fields
         leader_epoch = f.get("leaderEpoch", -1)
@@ -374,10 +381,8 @@ class _Replay:
             self.loaded_groups.pop(group, None)
             self.removed_groups.add(group)
             return
-        try:
-            value = decode_value(2, record.value)
-        except FormatError:
-            self.report.undecodable_records += 1
+        value = self._decoded_value(2, record)
+        if value is None:
             return
         self.removed_groups.discard(group)
         self.loaded_groups[group] = _classic_metadata(value, record.offset)

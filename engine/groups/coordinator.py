@@ -55,7 +55,8 @@ from plog.formats.offsets_topic import (
 from plog.formats.record_batch import encode_batch
 
 from plog.engine.storage.checkpoints import atomic_write
-from plog.engine.cluster.data_dir import DataDir, _flock
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.cluster.metadata import exclusive_flock
 from plog.engine.errors import GroupError, GroupNotEmptyError, bad_document_reason
 from plog.engine.storage.file_names import GROUP_METADATA_TOPIC_NAME, TopicPartition
 
@@ -178,7 +179,8 @@ class GroupCoordinator:
     def _locked(self, group_id: str):
         self.data_dir._check_writable()
         self._dir().mkdir(exist_ok=True)
-        return _flock(self._dir() / (group_id.encode("utf-8", "surrogatepass").hex() + ".lock"), self.lock_timeout_s)
+        return exclusive_flock(self._dir() / (group_id.encode("utf-8", "surrogatepass").hex() + ".lock"),
+                               self.lock_timeout_s)
 
     def _load(self, group_id: str) -> GroupMembership:
         path = self._path(group_id)
@@ -306,7 +308,8 @@ class GroupCoordinator:
 
     def _rebalance(self, group: GroupMembership, now: int) -> None:
         """A new generation: protocol, leader and assignment from the current members."""
-        from plog.engine.groups.assignors import Subscription, get_assignor
+        from plog.engine.groups.assignors import get_assignor
+        from plog.engine.groups.partition_assignor import Subscription
 
         group.generation += 1
         group.state_timestamp_ms = now

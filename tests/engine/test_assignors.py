@@ -34,21 +34,21 @@ from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from plog.engine.groups import assignors as assignors_module
-from plog.engine.groups.assignors import (
-    ASSIGNORS,
-    DEFAULT_ASSIGNMENT_STRATEGY,
+from plog.engine.groups import sticky_assignor as assignors_module
+from plog.engine.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNMENT_STRATEGY, get_assignor
+from plog.engine.groups.partition_assignor import (
     AssignmentFailedError,
-    CooperativeStickyAssignor,
-    RangeAssignor,
     RebalanceProtocol,
-    RoundRobinAssignor,
-    StickyAssignor,
     Subscription,
     UnknownAssignorError,
+)
+from plog.engine.groups.range_assignor import RangeAssignor
+from plog.engine.groups.round_robin_assignor import RoundRobinAssignor
+from plog.engine.groups.sticky_assignor import (
+    CooperativeStickyAssignor,
+    StickyAssignor,
     decode_sticky_user_data,
     encode_sticky_user_data,
-    get_assignor,
 )
 from plog.engine.errors import GroupError
 from plog.engine.storage.file_names import TopicPartition

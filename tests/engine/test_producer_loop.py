@@ -12,7 +12,7 @@ import pytest
 from plog.engine.clients.consumer_loop import ConsumeLoop
 from plog.engine.clients.producer import Producer
 from plog.engine.clients.producer_loop import ProduceLoop, ensure_topic, input_may_pause, lines_of
-from plog.engine.clients.record_io import LineParser
+from plog.engine.clients.console_io import LineParser
 from plog.engine.cluster.data_dir import DataDir
 from plog.engine.errors import InputRecordError, UnknownTopicOrPartitionError
 from plog.engine.offset_spec import parse_offset_range

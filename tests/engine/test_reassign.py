@@ -24,15 +24,13 @@ from plog.engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from plog.engine.clients.producer import Producer
-from plog.engine.cluster.reassignment import (
-    execute_reassignment,
+from plog.engine.cluster.reassignment import execute_reassignment, preferred_leaders, verify_reassignment
+from plog.engine.cluster.reassignment_plan import (
     format_reassignment_json,
     generate_reassignment,
     parse_reassignment_json,
     parse_topics_to_move,
     plan_from_assignment,
-    preferred_leaders,
-    verify_reassignment,
 )
 from plog.engine.storage.file_names import TopicPartition
 

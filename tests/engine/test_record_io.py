@@ -25,23 +25,25 @@ from plog.formats.binary_json import encode_bytes
 from plog.engine.inspect.dump import DumpOptions, DumpRun
 from plog.engine.errors import InputRecordError
 from plog.engine.storage.file_records import FileBatches
-from plog.engine.clients.record_io import (
+from plog.engine.clients.console_io import (
     DEFAULT_TEMPLATE,
     LINE_READER_PROPERTIES,
     MESSAGE_FORMATTER_PROPERTIES,
     ConsoleFormat,
-    ConsumerRecord,
     LineParser,
-    ProducerRecord,
     PropertyError,
     TemplateError,
     compile_console_format,
     compile_template,
+    properties_to_settings,
+    template_parts,
+)
+from plog.engine.clients.record_io import (
+    ConsumerRecord,
+    ProducerRecord,
     format_jsonl,
     parse_jsonl,
-    properties_to_settings,
     record_to_json,
-    template_parts,
 )
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from plog.engine.cluster.data_dir import DataDir
 from plog.engine.errors import EngineError, LogDirError
-from plog.engine.cluster.simulation import ScenarioError, load_scenario, parse_duration_ms, run_scenario
+from plog.engine.cluster.scenario import ScenarioError, load_scenario, parse_duration_ms
+from plog.engine.cluster.simulation import run_scenario
 from plog.engine.storage.file_names import TopicPartition
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scenarios"

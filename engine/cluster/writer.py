@@ -1,0 +1,485 @@
+"""The write path of a data directory: :class:`ClusterWriter`, what a partition leader's
+broker does with a produce request, and what its followers' fetchers do after it.
+
+Invariants:
+
+* A writer holds the Kafka ``.lock`` of every running broker directory it writes (taken in
+  ascending broker id, so writers in several processes never wait for each other in a
+  cycle) and re-reads the metadata when it takes its first lock: leaders and ISRs change only
+  under the locks of every running replica of a partition.
+* Appends go to the leader with its leader epoch; before anything is acknowledged the
+  followers on running, unpaused brokers fetch (engine.cluster.replication), the high
+  watermark moves and ``acks=all`` appends are checked against it.
+* A stopped or crashed broker's directory is never opened.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from plog.engine.cluster.metadata import PartitionState, id_list
+from plog.engine.errors import (
+    BrokerNotAvailableError,
+    EngineError,
+    LeaderNotAvailableError,
+    LockTimeoutError,
+    LogDirLockedError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+)
+from plog.engine.storage.file_names import TopicPartition
+from plog.engine.storage.log import Log, LogAppendInfo
+from plog.engine.storage.log_manager import LogManager
+
+
+class ClusterWriter:
+    """Holds the ``.lock`` of the broker directories it touches (taken on first use, waiting up
+    to ``timeout_s`` for another plog process) and appends through their ``LogManager``s.
+
+    Appends go to the partition's leader (with its leader epoch); at :meth:`flush` the
+    followers on running brokers fetch from it (engine.replication), the high watermark
+    moves, ISRs shrink or grow, and ``acks=all`` appends are checked against it. A stopped
+    or crashed broker's directory is never opened.
+
+    Use as a context manager: closing writes the checkpoints and the clean-shutdown marker of
+    every broker directory it opened and releases the locks, so the next writer (in this or
+    another process) opens only the partitions it needs.
+    """
+
+    def __init__(self, data_dir, timeout_s: float, *, maintenance: bool = True, clock=None,
+                 truncation: str = "leader-epoch", paused: set[int] | None = None):
+        from plog.engine.cluster.replication import ReplicaFetcher
+
+        self.data_dir = data_dir
+        self.timeout_s = timeout_s
+        # Run due retention/compaction on the touched logs when the locks are given back.
+        self.maintenance = maintenance
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        #: Brokers whose replica fetchers are paused (a slow or partitioned follower): they
+        #: fetch nothing and fall out of the ISR after replica.lag.time.max.ms.
+        self.paused: set[int] = set(paused or ())
+        settings = self._settings()
+        self.fetcher = ReplicaFetcher(self.clock, truncation=truncation,
+                                      lag_time_max_ms=int(settings["replica.lag.time.max.ms"]))
+        self.session_timeout_ms = int(settings["broker.session.timeout.ms"])
+        #: Controller events (elections, ISR changes) this writer caused, oldest first.
+        self.events: list = []
+        self._managers: dict[int, LogManager] = {}
+        self._dirty: dict[TopicPartition, list[Log]] = {}
+        self._acks: list[tuple[TopicPartition, int, int]] = []
+        self._reordering = False
+
+    def _settings(self) -> dict[str, str]:
+        from plog.engine.maintenance.runner import engine_settings
+
+        return engine_settings(self.data_dir.metadata.broker_configs)
+
+    def manager(self, broker_id: int) -> LogManager:
+        lm = self._managers.get(broker_id)
+        if lm is None:
+            self.acquire([broker_id])
+            lm = self._managers[broker_id]
+        return lm
+
+    def acquire(self, broker_ids) -> bool:
+        """Hold the ``.lock`` of every broker in ``broker_ids``, taking locks in ascending broker
+        id only (so writers in several processes never wait for each other in a cycle): a
+        lower id than one already held means giving everything back and starting over.
+
+        Returns True when the metadata was re-read, which happens each time the first lock is
+        taken: leaders and ISRs change only under the locks of every running replica of the
+        partition (this writer's ISR updates, or controller work that holds every lock), so
+        metadata read then stays true for the partitions whose replicas it holds."""
+        need = sorted(set(broker_ids) - set(self._managers))
+        if not need:
+            return False
+        from plog.engine.storage.descriptor_budget import budget
+
+        # Each lock is a descriptor held to the end: refuse now, naming ulimit -n, rather than
+        # fail on EMFILE half-way through the writes.
+        budget().require(len(need))
+        opened = {}
+        if self._managers and need[0] < max(self._managers):
+            # Out of order: free locks can still be taken without waiting (no cycle can
+            # form without a wait); a busy one means giving everything back.
+            try:
+                for b in need:
+                    opened[b] = self._open_manager(b, wait=False)
+            except LogDirLockedError:
+                for lm in opened.values():
+                    lm.close()
+                opened = {}
+                held = set(self._managers)
+                self._reorder_close()
+                need = sorted(held | set(broker_ids))
+        first = not self._managers
+        opened.update({b: self._open_manager(b) for b in need if b not in opened})
+        self._managers.update(opened)
+        if first:
+            self.data_dir.reload()
+        self.adopt_metadata_topics(opened.values())
+        if first and not self.data_dir.kafka_log_dir:
+            from plog.engine.cluster.replication import needs_tick
+
+            if needs_tick(self.data_dir.metadata, self.clock(), self.session_timeout_ms):
+                self.controller_tick()
+        return first
+
+    def adopt_metadata_topics(self, managers=None) -> None:
+        """plog's metadata is the source of topic ids and configs for every log directory:
+        hand them to ``managers`` (default: every one this writer holds)."""
+        topics = {name: {"topic_id": t.topic_id, "configs": dict(t.configs)}
+                  for name, t in self.data_dir.metadata.topics.items()}
+        for lm in (self._managers.values() if managers is None else managers):
+            lm.adopt_topics(topics)
+
+    def acquire_all(self) -> None:
+        """Hold the lock of every running broker (controller work)."""
+        while True:
+            self.data_dir.reload()
+            running = self.data_dir.running_brokers()
+            if not self.acquire(running) and set(running) <= set(self._managers):
+                return
+
+    def controller_tick(self) -> list:
+        """Fence brokers whose session timed out and elect leaders for offline partitions,
+        holding every running broker's lock (so no other writer works from stale leaders)."""
+        from plog.engine.cluster.replication import tick
+
+        self.acquire_all()
+        with self.data_dir.update() as meta:
+            events = tick(meta, self.clock(), self.session_timeout_ms)
+        self._after_controller(events)
+        return events
+
+    def _after_controller(self, events) -> None:
+        self.events.extend(events)
+        for e in events:
+            if e.kind == "broker" and e.broker in self._managers and not self.data_dir.broker(e.broker).running:
+                self._drop_manager(e.broker, crash=e.reason.startswith("crashed"))
+        for e in events:
+            # Kafka's makeLeader: the new leader's epoch starts at its LEO in its
+            # leader-epoch-checkpoint now, not at its first append.
+            if e.kind == "leader" and e.leader is not None and e.leader >= 0 and e.leader in self._managers:
+                try:
+                    self.leader_log(e.tp)
+                except EngineError:
+                    pass  # the partition went away or its leader stopped since: nothing to start
+
+    def _drop_manager(self, broker_id: int, *, crash: bool) -> None:
+        lm = self._managers.pop(broker_id, None)
+        if lm is None:
+            return
+        for tp in list(self._dirty):
+            self._dirty[tp] = [log for log in self._dirty[tp] if log.dir.parent != lm.log_dirs[0]]
+        if crash:
+            lm.abandon()
+        else:
+            lm.close()
+
+    def _reorder_close(self) -> None:
+        """Give back every lock to retake them in order: appended data is flushed, and its
+        replication and acks checks wait for the next :meth:`flush` (after the retake)."""
+        dirty, acks = list(self._dirty), self._acks
+        self._reordering = True
+        try:
+            self._close_managers()
+        finally:
+            self._reordering = False
+        self._dirty = {tp: [] for tp in dirty}
+        self._acks = acks
+
+    def _open_manager(self, broker_id: int, *, wait: bool = True) -> LogManager:
+        log_dir = self.data_dir.broker_log_dir(broker_id)
+        deadline = time.monotonic() + self.timeout_s
+        delay = 0.002
+        while True:
+            try:
+                lm = LogManager([log_dir], node_id=broker_id, cluster_id=self.data_dir.metadata.cluster_id, lazy=True)
+                break
+            except LogDirLockedError:
+                if not wait:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise LockTimeoutError(
+                        f"timed out after {self.timeout_s:g}s waiting for the lock of {log_dir} "
+                        "(another plog process or a Kafka broker is writing it)") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        return lm
+
+    def _running(self, replicas: list[int]) -> list[int]:
+        if self.data_dir.kafka_log_dir:
+            return list(replicas)
+        return [b for b in replicas if self.data_dir.broker(b).running]
+
+    def _replicas(self, tp: TopicPartition) -> list[int]:
+        """``tp``'s replicas, with the locks of those on running brokers held (metadata current)."""
+        while True:
+            replicas = self.data_dir.replicas(tp)
+            if not self.acquire(self._running(replicas)):
+                return replicas
+
+    def replica_log(self, tp, broker_id: int) -> Log:
+        """The writable log of ``tp``'s replica on ``broker_id`` (folder created if needed).
+        Only a current replica on a running broker: a folder elsewhere would be a write
+        nobody reads, and a stopped broker's directory is not touched."""
+        tp = TopicPartition(*tp)
+        if broker_id not in self._replicas(tp):
+            raise BrokerNotAvailableError(f"broker {broker_id} holds no replica of {tp} "
+                                          f"(replicas: {self.data_dir.replicas(tp)})")
+        if not self.data_dir.kafka_log_dir and not self.data_dir.broker(broker_id).running:
+            raise BrokerNotAvailableError(f"broker {broker_id} is {self.data_dir.broker(broker_id).state}: "
+                                          f"its replica of {tp} cannot be written (plog brokers start {broker_id})")
+        lm = self.manager(broker_id)
+        log = lm.get_log(tp)
+        if log is None:
+            t = self.data_dir.topic(tp.topic)
+            log = lm.get_or_create_log(tp, topic_id=uuid.UUID(t.topic_id))
+        if not self.data_dir.kafka_log_dir:
+            log.replicated = True
+        return log
+
+    def leader_log(self, tp) -> tuple[Log, "PartitionState"]:
+        """The leader replica of ``tp`` and its partition state; raises
+        :class:`LeaderNotAvailableError` when it has none or its broker crashed."""
+        tp = TopicPartition(*tp)
+        self._replicas(tp)
+        state = self.data_dir.partition_state(tp)
+        leader_id = self.data_dir.leader(tp)
+        broker = self.data_dir.broker(leader_id) if not self.data_dir.kafka_log_dir else None
+        if broker is not None and not broker.running:
+            raise LeaderNotAvailableError(
+                f"the leader of {tp}, broker {leader_id}, {broker.state}; the controller fences it "
+                f"{self.session_timeout_ms} ms after (broker.session.timeout.ms) and elects another leader")
+        log = self.replica_log(tp, leader_id)
+        latest = log.epoch_cache.latest_epoch
+        if latest is None or latest < state.leader_epoch:
+            # Kafka's makeLeader: the new epoch starts at the leader's LEO, so followers that
+            # ask for an older epoch learn where it ended here.
+            log.epoch_cache.assign(state.leader_epoch, log.log_end_offset)
+        return log, state
+
+    def append(self, tp, batch: bytes, *, flush: bool = False, acks: int = -1) -> LogAppendInfo:
+        """Append one producer batch to the leader of ``tp`` (its followers fetch it at
+        :meth:`flush`). ``acks``: 0, 1 or -1 (all). With ``acks=-1`` the ISR must hold
+        ``min.insync.replicas`` members (else :class:`NotEnoughReplicasError`, nothing
+        written) and :meth:`flush` fails unless every ISR member replicated the batch.
+        With ``flush=False`` call :meth:`flush` before acknowledging."""
+        tp = TopicPartition(*tp)
+        leader, state = self.leader_log(tp)
+        if acks == -1 and not self.data_dir.kafka_log_dir:
+            min_isr = self.data_dir.topic_config(tp.topic).min_insync_replicas
+            if len(state.isr) < min_isr:
+                raise NotEnoughReplicasError(
+                    f"The size of the current ISR {id_list(state.isr)} is insufficient to satisfy the min.isr "
+                    f"requirement of {min_isr} for partition {tp}")
+        info = leader.append_as_leader(batch, leader_epoch=state.leader_epoch, flush=flush)
+        self._dirty.setdefault(tp, [leader])
+        if acks == -1:
+            self._acks.append((tp, info.last_offset + 1, len(state.isr)))
+        if flush:
+            self._replicate_dirty()
+        return info
+
+    def append_control(self, tp, producer_id: int, producer_epoch: int, *, commit: bool) -> LogAppendInfo:
+        """Write a transaction marker to the leader of ``tp``; followers fetch it at flush."""
+        tp = TopicPartition(*tp)
+        leader, state = self.leader_log(tp)
+        info = leader.append_end_txn_marker(producer_id, producer_epoch, commit=commit,
+                                            leader_epoch=state.leader_epoch)
+        self._dirty.setdefault(tp, [leader])
+        return info
+
+    # -- replication ----------------------------------------------------------------------------
+
+    def replicate(self, tp, *, brokers=None, until_caught_up: bool = True):
+        """Run the fetchers of ``tp``'s followers on running, unpaused brokers (``brokers``:
+        only those): truncate first when they have not yet in this session, then fetch until
+        they have the leader's log and high watermark. Shrinks the ISR by
+        ``replica.lag.time.max.ms``, grows it when a follower caught up. Returns a
+        :class:`~plog.engine.cluster.replication.ReplicationReport`."""
+        from plog.engine.cluster.replication import CatchUp, ReplicationReport, advance_high_watermark
+
+        tp = TopicPartition(*tp)
+        report = ReplicationReport()
+        replicas = self._replicas(tp)
+        leader, state = self.leader_log(tp)
+        leader_id = state.leader
+        fetcher = self.fetcher
+        active = [b for b in replicas if b != leader_id and self.data_dir.broker(b).running
+                  and b not in self.paused and (brokers is None or b in brokers)]
+        followers = {b: fetcher.follower_state(tp, b, state.leader_epoch) for b in replicas if b != leader_id}
+        logs = {}
+        touched = self._dirty.setdefault(tp, [leader])
+        for b in active:
+            log = logs[b] = self.replica_log(tp, b)
+            if log not in touched:
+                touched.append(log)
+            c = CatchUp(tp, b)
+            report.catch_ups.append(c)
+            fs = followers[b]
+            if not fs.truncated:
+                c.truncation = fetcher.truncate(tp, b, log, leader)
+                fs.truncated = True
+        catch = {c.broker: c for c in report.catch_ups}
+        for _ in range(1 << 20):
+            leader_hw = leader.high_watermark
+            progressed = False
+            for b in active:
+                log, fs, c = logs[b], followers[b], catch[b]
+                before_hw = log.high_watermark
+                nbytes, nrecords = fetcher.fetch(tp, leader, log, fs, state.isr, leader_id, followers)
+                c.fetches += 1
+                if nbytes:
+                    c.bytes += nbytes
+                    if c.records_from is None:
+                        c.records_from = log.log_end_offset - nrecords
+                    c.records_to = log.log_end_offset - 1
+                progressed |= bool(nbytes) or log.high_watermark != before_hw
+            # A round that only moved the leader's high watermark needs one more, in which
+            # the followers learn it.
+            progressed |= leader.high_watermark != leader_hw
+            if not progressed or not until_caught_up:
+                break
+        if len(state.isr) == 1 and state.isr[0] == leader_id:
+            advance_high_watermark(leader, state.isr, leader_id, followers)
+        report.events.extend(self._update_isr(tp, leader, state, followers))
+        return report
+
+    def _update_isr(self, tp: TopicPartition, leader: Log, state, followers) -> list:
+        """Kafka's maybeShrinkIsr / maybeExpandIsr for ``tp`` (AlterPartition: applied only if
+        the leader epoch is still the one this writer worked with)."""
+        from plog.engine.cluster.replication import ControllerEvent, advance_high_watermark
+
+        now = self.clock()
+        lag_max = self.fetcher.lag_time_max_ms
+        out_of_sync = [b for b in state.isr if b != state.leader and b in followers
+                       and followers[b].log_end_offset < leader.log_end_offset
+                       and now - followers[b].last_caught_up_ms > lag_max]
+        epoch_start = None
+        for e in leader.epoch_cache.entries:
+            if e.epoch == state.leader_epoch:
+                epoch_start = e.start_offset
+        caught_up = [b for b, fs in followers.items() if b not in state.isr and fs.log_end_offset >= 0
+                     and self.data_dir.broker(b).running
+                     and fs.log_end_offset >= leader.high_watermark
+                     and (epoch_start is None or fs.log_end_offset >= epoch_start)]
+        if not out_of_sync and not caught_up:
+            return []
+        events = []
+        with self.data_dir.update() as meta:
+            t = meta.topics.get(tp.topic)
+            if t is None:
+                return []
+            t.sync_states()
+            current = t.states[tp.partition]
+            if current.leader_epoch != state.leader_epoch or current.leader != state.leader:
+                return []
+            old = list(current.isr)
+            if out_of_sync:
+                current.isr = [b for b in current.isr if b not in out_of_sync]
+                events.append(ControllerEvent(
+                    "isr", f"replica(s) {id_list(out_of_sync)} not caught up for {lag_max} ms "
+                           "(replica.lag.time.max.ms)", tp, isr=tuple(current.isr), previous_isr=tuple(old)))
+            if caught_up:
+                before = list(current.isr)
+                current.isr = [b for b in t.replicas[tp.partition] if b in current.isr or b in caught_up]
+                events.append(ControllerEvent("isr", f"replica(s) {id_list(caught_up)} caught up", tp,
+                                              isr=tuple(current.isr), previous_isr=tuple(before)))
+        state.isr = list(self.data_dir.partition_state(tp).isr)
+        advance_high_watermark(leader, state.isr, state.leader, followers)
+        self.events.extend(events)
+        return events
+
+    def _replicate_dirty(self) -> None:
+        for tp in list(self._dirty):
+            if self.data_dir.kafka_log_dir or not self.data_dir.has_topic(tp.topic):
+                continue
+            try:
+                self.replicate(tp)
+            except LeaderNotAvailableError:
+                continue
+
+    def flush(self) -> None:
+        """Replicate what was appended, apply each written log's durability policy (fsync
+        with ``plog.fsync.on.produce``), checkpoint the high watermarks readers bound
+        consumption by, and fail if an ``acks=all`` append is not below the high watermark."""
+        if not self._dirty:
+            return
+        if self._reordering:
+            for logs in self._dirty.values():
+                for log in logs:
+                    if not log.closed:
+                        log.maybe_flush()
+            return
+        self._replicate_dirty()
+        brokers = set()
+        for logs in self._dirty.values():
+            for log in logs:
+                if not log.closed:
+                    log.maybe_flush()
+                    brokers.add(log.dir.parent)
+        self._dirty.clear()
+        for lm in self._managers.values():
+            if lm.log_dirs[0] in brokers:
+                lm.checkpoint_high_watermarks()
+        acks, self._acks = self._acks, []
+        required_by_tp: dict[TopicPartition, int] = {}
+        for tp, required, _ in acks:  # one check per partition: its last acks=all append
+            required_by_tp[tp] = max(required, required_by_tp.get(tp, 0))
+        for tp, required in required_by_tp.items():
+            try:
+                leader, _ = self.leader_log(tp)
+            except LeaderNotAvailableError as e:
+                raise NotEnoughReplicasAfterAppendError(
+                    f"acks=all: {tp} lost its leader before the write was replicated ({e})") from None
+            if leader.high_watermark < required:
+                state = self.data_dir.partition_state(tp)
+                raise NotEnoughReplicasAfterAppendError(
+                    f"acks=all: offset {required - 1} of {tp} is written on the leader (broker {state.leader}) but "
+                    f"not replicated by every in-sync replica (ISR {id_list(state.isr)}, high watermark "
+                    f"{leader.high_watermark}); not acknowledged")
+
+    def close(self) -> None:
+        self._close_managers()
+
+    def _close_managers(self) -> None:
+        try:
+            self.flush()
+        finally:
+            managers, self._managers = self._managers, {}
+            error = None
+            settings = None
+            if self.maintenance and managers and not self.data_dir.kafka_log_dir:
+                try:
+                    from plog.engine.maintenance.runner import engine_settings
+
+                    settings = engine_settings(self.data_dir.metadata.broker_configs)
+                except Exception as e:
+                    error = e
+            for lm in managers.values():
+                try:
+                    if settings is not None:
+                        from plog.engine.maintenance.runner import run_due
+
+                        # What a broker's cleaner and retention threads would have done by
+                        # now, on the logs this writer touched, before letting go.
+                        run_due(lm, settings)
+                except Exception as e:
+                    error = error or e
+                try:
+                    lm.close()
+                except Exception as e:  # close every manager, then report the first failure
+                    error = error or e
+            if error is not None:
+                raise error
+
+    def __enter__(self) -> "ClusterWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# -- helpers ----------------------------------------------------------------------------------
