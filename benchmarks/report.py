@@ -477,6 +477,31 @@ def extract_startup(raw: dict, ctx: Context) -> list[Row]:
     ]
 
 
+def extract_native(raw: dict, ctx: Context) -> list[Row]:
+    """The native core against the pure-Python reference path (issue 23's first units): no
+    targets of their own (the issue's targets are end-to-end figures); ratio native / reference."""
+    b, f = "native", raw["figures"]
+    size, small = _gib(raw["segment_bytes"]), _gib(f["walk_crc_unit_1kib_batches_gb_per_s"]["buffer_bytes"])
+    specs = (
+        ("native.walk_crc_iterator", f"batch walk + CRC-32C through BatchIterator, {size} of 16 KiB batches",
+         "walk_crc_iterator_gb_per_s", "GB/s"),
+        ("native.walk_crc_unit", f"batch walk + CRC-32C, native unit, {size} of 16 KiB batches",
+         "walk_crc_unit_gb_per_s", "GB/s"),
+        ("native.walk_crc_unit_1kib", f"batch walk + CRC-32C, native unit, {small} of 1 KiB batches",
+         "walk_crc_unit_1kib_batches_gb_per_s", "GB/s"),
+        ("native.decode", f"v2 record decode ({raw['records']:,} records)", "decode_records_per_s", "records/s"),
+        ("native.heads", f"v2 record heads ({raw['records']:,} records)", "record_heads_per_s", "records/s"),
+    )
+    return [row(b, key, figure, f[name]["native"], unit, peer="pure Python", peer_value=f[name]["reference"],
+                ratio=f[name]["ratio"], note="CPU time") for key, figure, name, unit in specs]
+
+
+def _needs_native(ctx: Context) -> str | None:
+    import importlib.util
+
+    return None if importlib.util.find_spec("plog._native") else "the native module plog._native is not built"
+
+
 def _needs_corpus(ctx: Context) -> str | None:
     corpus = ROOT.parent / "shared" / "corpus"
     return None if corpus.is_dir() else f"the corpus is not at {corpus}"
@@ -547,6 +572,7 @@ BENCHMARKS: tuple[Bench, ...] = (
                              "--reps", "3", "--small-reps", "5"), ("--quick",), "--json", VS_KAFKA_TARGETS,
           extract_vs_kafka, lambda ctx: ctx.kafka or ctx.kafka_python),
     Bench("bench_startup", (), ("--reps", "3"), "--json", STARTUP_TARGETS, extract_startup, _needs_corpus),
+    Bench("bench_native", ("--size-mb", "256"), ("--quick",), "--json", (), extract_native, _needs_native),
 )
 
 

@@ -61,7 +61,10 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from plog.formats.native import describe  # loads the native core: only when asked
+
         typer.echo(f"plog {__version__}")
+        typer.echo(f"implementation: {describe()}")
         raise typer.Exit()
 
 

@@ -12,13 +12,20 @@ Invariants: a records region decodes to exactly the count its batch declares and
 consumed exactly; anything else is a :class:`CorruptRecordError` (or
 :class:`InvalidRecordError`) carrying the message Kafka's ``DefaultRecord.readFrom``
 gives. The batch around the region (header, CRC, compression) is ``record_batch``'s.
+
+``decode_records`` and ``record_heads`` have native twins (native/src/records.rs), bound at
+import when ``formats/native.py`` says the native core runs; the pure-Python functions stay
+as ``reference_decode_records`` and ``reference_record_heads`` (see the end of the decoding
+section).
 """
 
 from __future__ import annotations
 
+from functools import wraps
 from itertools import repeat
 from typing import Sequence
 
+from . import native
 from .errors import CorruptRecordError, FormatError, InvalidRecordError
 from .records import NO_TIMESTAMP, Record, decode_header_key, encode_header_key
 from .varint import _SMALL as _SMALL_VARINTS
@@ -299,6 +306,49 @@ def _decode_headers(data: bytes, pos: int, end: int) -> tuple[tuple, int]:
         if pos > end:
             raise CorruptRecordError("Found invalid record structure", None)
     return tuple(headers), pos
+
+
+# ---------------------------------------------------------------------------------------
+# The native twins (native/src/records.rs), chosen once, at import, by formats/native.py.
+#
+# The functions above are the reference (PLOG_NATIVE=0 runs them; tests/native holds the
+# twins identical to them). The native decoders take ``bytes`` (what records_payload
+# returns); any other buffer, or a base beyond int64, goes to the reference, which slices
+# its own type. Their results are the reference's: Records built by the same C-level map,
+# heads as the same plain tuples, and the same typed errors with the same positions.
+
+reference_decode_records = decode_records
+reference_record_heads = record_heads
+
+
+@wraps(reference_decode_records)
+def _native_decode_records(data, count, base_offset, base_timestamp, log_append_time=None):
+    if type(data) is not bytes:
+        return reference_decode_records(data, count, base_offset, base_timestamp, log_append_time)
+    try:
+        rows = native.module.decode_records(data, count, base_offset, base_timestamp, log_append_time)
+    except native.NativeFormatError as e:
+        raise native.typed_error(e) from None
+    except OverflowError:
+        return reference_decode_records(data, count, base_offset, base_timestamp, log_append_time)
+    return list(map(_new_record, repeat(Record, len(rows)), rows))
+
+
+@wraps(reference_record_heads)
+def _native_record_heads(data, count, base_offset=0, base_timestamp=0):
+    if type(data) is not bytes:
+        return reference_record_heads(data, count, base_offset, base_timestamp)
+    try:
+        return native.module.record_heads(data, count, base_offset, base_timestamp)
+    except native.NativeFormatError as e:
+        raise native.typed_error(e) from None
+    except OverflowError:
+        return reference_record_heads(data, count, base_offset, base_timestamp)
+
+
+if native.active():
+    decode_records = _native_decode_records
+    record_heads = _native_record_heads
 
 
 # ---------------------------------------------------------------------------------------

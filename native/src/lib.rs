@@ -1,0 +1,340 @@
+//! `plog._native`: the Rust twins of plog's hot pure-Python units (see DESIGN.md, "native").
+//!
+//! Buffers in, values out; no file I/O. The pure-Python units stay the reference:
+//! formats/native.py loads this module (or not, with `PLOG_NATIVE=0`), and the formats
+//! modules dispatch to it once, at import. Differential tests (tests/native) hold the two
+//! identical, hostile bytes included.
+//!
+//! Python API:
+//!
+//! * `walk_entries(buf, start=0, end=None, base_position=0, max_batch_size=None,
+//!   verify_crc=False, limit=None) -> (headers, crc_ok, next, trailing, fault)`: the batch
+//!   walk of formats/batches.py over any object with the buffer protocol (bytes, bytearray,
+//!   memoryview, mmap). The entries walked are contiguous from `start`; `headers` holds one
+//!   tuple each: the 13-tuple record_batch.HEADER unpacks for a v2 batch, or
+//!   `(offset, message_size, crc, magic, attributes, timestamp)` for a legacy message (magic
+//!   at index 3 and the entry's size less 12 at index 1 in both, so entry k ends at its
+//!   start + 12 + `headers[k][1]`). `crc_ok` is None, or with `verify_crc` one byte per
+//!   entry, 1 when its checksum holds. `next` is where to go on after `limit` entries (None
+//!   when the walk is over); `trailing` is `(position, length, declared_size)` or None;
+//!   `fault` is `(kind, reason, position)` or None: the walk stops at a fault and hands back
+//!   the entries before it, so the caller yields them first, as the reference does.
+//! * `decode_records(data, count, base_offset, base_timestamp, log_append_time=None)` ->
+//!   a list of `(offset, timestamp, key, value, headers)` tuples (formats/default_record.py).
+//! * `record_heads(data, count, base_offset=0, base_timestamp=0)` -> a list of
+//!   `(size, end, offset, timestamp, key, value_position)` tuples.
+//! * `NativeFormatError(kind, reason, position)`: what the decoders raise; formats/native.py
+//!   turns it into plog's typed error (`kind` is "corrupt", "invalid" or "varint").
+//!
+//! Safety: the only `unsafe` is the view of a Python buffer's bytes (`ByteView`). Panics
+//! cannot cross into Python: every entry point runs under `guarded`, which turns one into a
+//! `corrupt` fault. Long loops run with the GIL released (over buffers their exporter hands
+//! out read-only: bytes, an mmap opened for reading).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+mod fault;
+mod records;
+mod varint;
+mod walk;
+
+use fault::Fault;
+
+pyo3::create_exception!(
+    _native,
+    NativeFormatError,
+    PyException,
+    "Bytes that do not decode: args are (kind, reason, position); formats/native.py raises \
+     plog's typed error for it."
+);
+
+/// Regions and walks at least this long run with the GIL released; below it, releasing
+/// and taking the GIL back costs more than the work (and may wait a switch interval).
+const DETACH_THRESHOLD: usize = 256 * 1024;
+
+/// A read-only view of the bytes behind a Python buffer (bytes, bytearray, memoryview,
+/// mmap). The exporter cannot free or resize the memory while the view holds the buffer
+/// (bytearray and mmap refuse with BufferError), so the slice stays valid for the view's
+/// life, with or without the GIL.
+struct ByteView {
+    buffer: PyBuffer<u8>,
+}
+
+impl ByteView {
+    fn new(obj: &Bound<'_, PyAny>) -> PyResult<ByteView> {
+        let buffer = PyBuffer::<u8>::get(obj)?;
+        if !buffer.is_c_contiguous() {
+            return Err(PyValueError::new_err("the buffer must be contiguous"));
+        }
+        Ok(ByteView { buffer })
+    }
+
+    /// Whether the exporter hands the bytes out read-only (bytes, an mmap opened for
+    /// reading). Only such buffers are read with the GIL released: a writable one (a
+    /// bytearray) could be written by another Python thread meanwhile.
+    fn readonly(&self) -> bool {
+        self.buffer.readonly()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        let len = self.buffer.len_bytes();
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: PyBuffer::get checked the item size (1) and format ('B'), the buffer is
+        // C-contiguous (checked in new), so `len` bytes from buf_ptr are the buffer's memory,
+        // kept alive and in place until `self.buffer` is released (on drop, after every use
+        // of this slice, whose lifetime is tied to &self). The memory is only read, and read
+        // without the GIL only when the exporter says it is read-only (`readonly`), so no
+        // Python code writes it meanwhile.
+        unsafe { std::slice::from_raw_parts(self.buffer.buf_ptr() as *const u8, len) }
+    }
+}
+
+/// Run `f`, turning a panic into a `corrupt` fault at `position` (a bug in this crate must
+/// be one clear error line for the user, never a crash or a PanicException).
+fn guarded<T>(position: Option<i64>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown cause".to_string());
+            Err(raise(Fault::corrupt(format!("Native decoder failed ({what})"), position)))
+        }
+    }
+}
+
+fn fault_args(fault: &Fault) -> (&'static str, &str, Option<i64>) {
+    (fault.kind.name(), fault.reason.as_str(), fault.position)
+}
+
+fn raise(fault: Fault) -> PyErr {
+    NativeFormatError::new_err((fault.kind.name(), fault.reason, fault.position))
+}
+
+/// `a + b` as Python adds them: an int64 when it fits, else a Python int.
+fn py_sum<'py>(py: Python<'py>, a: i64, b: i64) -> PyResult<Bound<'py, PyAny>> {
+    match a.checked_add(b) {
+        Some(sum) => Ok(sum.into_pyobject(py)?.into_any()),
+        None => a.into_pyobject(py)?.add(b),
+    }
+}
+
+/// `data[span]` as bytes, or None.
+fn py_bytes_opt<'py>(py: Python<'py>, data: &[u8], span: Option<records::Span>) -> Bound<'py, PyAny> {
+    match span {
+        Some((a, b)) => PyBytes::new(py, &data[a..b]).into_any(),
+        None => py.None().into_bound(py),
+    }
+}
+
+/// A header key, as formats/records.py's `decode_header_key`: UTF-8 with surrogateescape.
+fn header_key<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    match std::str::from_utf8(raw) {
+        Ok(text) => Ok(PyString::new(py, text).into_any()),
+        Err(_) => PyBytes::new(py, raw).call_method1("decode", ("utf-8", "surrogateescape")),
+    }
+}
+
+// -------------------------------------------------------------------------------------
+// The batch walk
+
+fn v2_header_tuple<'py>(py: Python<'py>, h: &walk::V2Header) -> PyResult<Bound<'py, PyTuple>> {
+    let fields: [Bound<'py, PyAny>; 13] = [
+        h.base_offset.into_pyobject(py)?.into_any(),
+        h.batch_length.into_pyobject(py)?.into_any(),
+        h.partition_leader_epoch.into_pyobject(py)?.into_any(),
+        h.magic.into_pyobject(py)?.into_any(),
+        h.crc.into_pyobject(py)?.into_any(),
+        h.attributes.into_pyobject(py)?.into_any(),
+        h.last_offset_delta.into_pyobject(py)?.into_any(),
+        h.base_timestamp.into_pyobject(py)?.into_any(),
+        h.max_timestamp.into_pyobject(py)?.into_any(),
+        h.producer_id.into_pyobject(py)?.into_any(),
+        h.producer_epoch.into_pyobject(py)?.into_any(),
+        h.base_sequence.into_pyobject(py)?.into_any(),
+        h.records_count.into_pyobject(py)?.into_any(),
+    ];
+    PyTuple::new(py, fields)
+}
+
+fn header_tuple<'py>(py: Python<'py>, header: &walk::Header) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match header {
+        walk::Header::V2(h) => v2_header_tuple(py, h)?.into_any(),
+        walk::Header::Legacy(h) => {
+            (h.offset, h.message_size, h.crc, h.magic, h.attributes, h.timestamp).into_pyobject(py)?.into_any()
+        }
+    })
+}
+
+/// See the module docs. `start` must be >= 0, `base_position` + the buffer's length must fit
+/// in int64; `end` is clamped to the buffer.
+#[pyfunction]
+#[pyo3(signature = (buf, start=0, end=None, base_position=0, max_batch_size=None, verify_crc=false, limit=None))]
+#[allow(clippy::too_many_arguments)]
+fn walk_entries<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyAny>,
+    start: i64,
+    end: Option<i64>,
+    base_position: i64,
+    max_batch_size: Option<i64>,
+    verify_crc: bool,
+    limit: Option<usize>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    if start < 0 {
+        return Err(PyValueError::new_err("start must not be negative"));
+    }
+    if limit == Some(0) {
+        return Err(PyValueError::new_err("limit must be at least 1"));
+    }
+    let view = ByteView::new(buf)?;
+    let len = view.bytes().len() as i64;
+    if base_position.checked_add(len).is_none() {
+        // File positions are int64 (formats/batches.py walks such buffers on the reference path).
+        return Err(PyValueError::new_err("base_position + the buffer's length must fit in int64"));
+    }
+    guarded(Some(base_position + start.min(len)), || {
+        let bytes = view.bytes();
+        let spec = walk::WalkSpec {
+            start,
+            end: end.map_or(len, |e| e.min(len)),
+            base_position,
+            max_batch_size,
+            verify_crc,
+            limit: limit.unwrap_or(usize::MAX),
+        };
+        let span = usize::try_from(spec.end - start).unwrap_or(0);
+        let outcome = if verify_crc && span >= DETACH_THRESHOLD && view.readonly() {
+            py.detach(|| walk::walk(bytes, spec))
+        } else {
+            walk::walk(bytes, spec)
+        };
+        let headers = PyList::empty(py);
+        for e in &outcome.entries {
+            headers.append(header_tuple(py, &e.header)?)?;
+        }
+        let crc_ok = verify_crc.then(|| {
+            let flags: Vec<u8> = outcome.entries.iter().map(|e| u8::from(e.crc_ok == Some(true))).collect();
+            PyBytes::new(py, &flags)
+        });
+        let trailing = outcome.trailing.map(|t| (t.position, t.length, t.declared_size));
+        let fault = outcome.fault.as_ref().map(fault_args);
+        (headers, crc_ok, outcome.next, trailing, fault).into_pyobject(py)
+    })
+}
+
+// -------------------------------------------------------------------------------------
+// v2 records
+
+/// Run a records-region pass over `data`, releasing the GIL when the region is long.
+fn run_region<T: Send>(py: Python<'_>, data: &[u8], pass: impl FnOnce(&[u8]) -> T + Send) -> T {
+    if data.len() >= DETACH_THRESHOLD {
+        py.detach(|| pass(data))
+    } else {
+        pass(data)
+    }
+}
+
+/// See the module docs (and formats/default_record.py's `decode_records`).
+#[pyfunction]
+#[pyo3(signature = (data, count, base_offset, base_timestamp, log_append_time=None))]
+fn decode_records<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyBytes>,
+    count: i64,
+    base_offset: i64,
+    base_timestamp: i64,
+    log_append_time: Option<i64>,
+) -> PyResult<Bound<'py, PyList>> {
+    guarded(None, || {
+        let bytes = data.as_bytes();
+        let decoded = run_region(py, bytes, |d| records::decode_records(d, count)).map_err(raise)?;
+        let log_append_time = log_append_time.map(|t| t.into_pyobject(py)).transpose()?;
+        let empty = PyTuple::empty(py);
+        let out = PyList::empty(py);
+        for r in &decoded.records {
+            let timestamp = match &log_append_time {
+                Some(t) => t.clone().into_any(),
+                None => py_sum(py, base_timestamp, r.timestamp_delta)?,
+            };
+            let headers = if r.first_header == r.end_header {
+                empty.clone()
+            } else {
+                let mut items = Vec::with_capacity(r.end_header - r.first_header);
+                for h in &decoded.headers[r.first_header..r.end_header] {
+                    let key = header_key(py, &bytes[h.key.0..h.key.1])?;
+                    items.push((key, py_bytes_opt(py, bytes, h.value)).into_pyobject(py)?);
+                }
+                PyTuple::new(py, items)?
+            };
+            let record = (
+                py_sum(py, base_offset, r.offset_delta)?,
+                timestamp,
+                py_bytes_opt(py, bytes, r.key),
+                py_bytes_opt(py, bytes, r.value),
+                headers,
+            );
+            out.append(record)?;
+        }
+        Ok(out)
+    })
+}
+
+/// See the module docs (and formats/default_record.py's `record_heads`).
+#[pyfunction]
+#[pyo3(signature = (data, count, base_offset=0, base_timestamp=0))]
+fn record_heads<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyBytes>,
+    count: i64,
+    base_offset: i64,
+    base_timestamp: i64,
+) -> PyResult<Bound<'py, PyList>> {
+    guarded(None, || {
+        let bytes = data.as_bytes();
+        let heads = run_region(py, bytes, |d| records::record_heads(d, count)).map_err(raise)?;
+        let out = PyList::empty(py);
+        for h in &heads {
+            let head = (
+                h.size,
+                h.end,
+                py_sum(py, base_offset, h.offset_delta)?,
+                py_sum(py, base_timestamp, h.timestamp_delta)?,
+                py_bytes_opt(py, bytes, h.key),
+                h.value_position,
+            );
+            out.append(head)?;
+        }
+        Ok(out)
+    })
+}
+
+/// The panic guard's own test (tests/native/test_loader.py): a panic inside native code
+/// must reach Python as a typed fault, never as a crash or a PanicException.
+#[pyfunction]
+fn _panic_guard_probe() -> PyResult<()> {
+    guarded(Some(0), || panic!("the guard's probe"))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Panics are caught (guarded) and reported as typed errors: the default hook's message
+    // on stderr would only repeat, out of place, what the error line says.
+    std::panic::set_hook(Box::new(|_| {}));
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("NativeFormatError", m.py().get_type::<NativeFormatError>())?;
+    m.add_function(wrap_pyfunction!(walk_entries, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(record_heads, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_guard_probe, m)?)?;
+    Ok(())
+}
