@@ -3,7 +3,7 @@ lists them (a user's path through the tool: set up, write, read, inspect, repair
 
 Plain data with no imports, so the console script (``cli/entry.py``) can import only the
 module of the command being run: a one-command run does not pay for building the other
-seventeen. ``tests/cli/test_cli_basics.py`` checks this table against what the modules
+eighteen. ``tests/cli/test_cli_basics.py`` checks this table against what the modules
 really register.
 """
 
@@ -24,6 +24,7 @@ COMMAND_MODULES: dict[str, str] = {
     "compact": "maintain",
     "maintain": "maintain",
     "scan": "scan",
+    "schemas": "schemas",
     "simulate": "simulate",
     "assign": "assign",
     "brokers": "brokers",
@@ -49,6 +50,7 @@ SUMMARIES: dict[str, str] = {
     "compact": "Compact logs with Kafka's log cleaner.",
     "maintain": "Run retention and compaction once for a data directory.",
     "scan": "Scan whole log directories: stats, search, verify, Spark SQL.",
+    "schemas": "List, show and export Schema Registry schemas from _schemas.",
     "simulate": "Run a replication scenario and print its timeline.",
     "assign": "Move partition replicas between brokers; report placement.",
     "brokers": "List, stop and start the brokers of a data directory.",

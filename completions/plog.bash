@@ -15,7 +15,7 @@
 _plog_spec() {
     case $1 in
     '')
-        subs='init topics produce consume groups ls dump lookup verify recover retention compact maintain scan simulate assign brokers completions'
+        subs='init topics produce consume groups ls dump lookup verify recover retention compact maintain scan schemas simulate assign brokers completions'
         opts='--version --debug --quiet -q --verbose -v --no-color -h --help'
         vopts=''
         args=''
@@ -157,6 +157,30 @@ _plog_spec() {
         opts='--data-dir -d --mode -m --spark --master --conf --jobs -j --unit-size --topic -t --offset-range --time-range --key --key-hex --value-contains --value-contains-hex --header --sql --output -o --output-format --overwrite --format -f --wide -w --max-findings --quiet -q -h --help'
         vopts='--data-dir -d --mode -m --master --conf --jobs -j --unit-size --topic -t --offset-range --time-range --key --key-hex --value-contains --value-contains-hex --header --sql --output -o --output-format --format -f --max-findings'
         args='path*'
+        ;;
+    'schemas')
+        subs='ls show export'
+        opts='-h --help'
+        vopts=''
+        args=''
+        ;;
+    'schemas ls')
+        subs=''
+        opts='--subject -s --all -a --topic -t --format -f -h --help'
+        vopts='--subject -s --topic -t --format -f'
+        args='path'
+        ;;
+    'schemas show')
+        subs=''
+        opts='--version -V --id -i --guid --raw -r --topic -t --format -f -h --help'
+        vopts='--version -V --id -i --guid --topic -t --format -f'
+        args='path none'
+        ;;
+    'schemas export')
+        subs=''
+        opts='--all -a --topic -t -h --help'
+        vopts='--topic -t'
+        args='path none'
         ;;
     'simulate')
         subs=''
@@ -300,6 +324,11 @@ _plog_opt_kind() {
     'scan --output' | 'scan -o') kind='file' ;;
     'scan --output-format') kind='choice=jsonl|parquet' ;;
     'scan --format' | 'scan -f') kind='choice=table|text|json|jsonl|csv' ;;
+    'schemas ls --topic' | 'schemas ls -t') kind='topic' ;;
+    'schemas ls --format' | 'schemas ls -f') kind='choice=table|text|json|jsonl|csv' ;;
+    'schemas show --topic' | 'schemas show -t') kind='topic' ;;
+    'schemas show --format' | 'schemas show -f') kind='choice=text|json|jsonl' ;;
+    'schemas export --topic' | 'schemas export -t') kind='topic' ;;
     'simulate --data-dir' | 'simulate -d') kind='dir' ;;
     'simulate --truncation') kind='choice=leader-epoch|high-watermark' ;;
     'simulate --format' | 'simulate -f') kind='choice=text|json|jsonl' ;;

@@ -11,11 +11,13 @@
 function __plog_subs --argument-names key
     switch $key
         case ''
-            printf '%s\n' 'init' 'topics' 'produce' 'consume' 'groups' 'ls' 'dump' 'lookup' 'verify' 'recover' 'retention' 'compact' 'maintain' 'scan' 'simulate' 'assign' 'brokers' 'completions'
+            printf '%s\n' 'init' 'topics' 'produce' 'consume' 'groups' 'ls' 'dump' 'lookup' 'verify' 'recover' 'retention' 'compact' 'maintain' 'scan' 'schemas' 'simulate' 'assign' 'brokers' 'completions'
         case 'topics'
             printf '%s\n' 'create' 'list' 'describe' 'alter' 'delete'
         case 'groups'
             printf '%s\n' 'list' 'describe' 'reset-offsets' 'delete'
+        case 'schemas'
+            printf '%s\n' 'ls' 'show' 'export'
         case 'assign'
             printf '%s\n' 'generate' 'execute' 'verify' 'preferred-leaders' 'report'
         case 'brokers'
@@ -90,6 +92,7 @@ complete -c plog -n '__plog_is \'\'' -a 'retention' -d 'Apply Kafka\'s delete po
 complete -c plog -n '__plog_is \'\'' -a 'compact' -d 'Compact logs with Kafka\'s log cleaner (cleanup.policy=compact).'
 complete -c plog -n '__plog_is \'\'' -a 'maintain' -d 'Run retention and compaction once for a data directory (or any PATH).'
 complete -c plog -n '__plog_is \'\'' -a 'scan' -d 'Scan whole Kafka log directories: statistics, record search, verification or SQL, split into byte-range work units run in local processes or on Apache Spark.'
+complete -c plog -n '__plog_is \'\'' -a 'schemas' -d 'List, show and export the schemas of a Schema Registry, read from its _schemas topic in Kafka log directories: no registry and no broker needed.'
 complete -c plog -n '__plog_is \'\'' -a 'simulate' -d 'Run a replication scenario (produce, fetch, crash, start, elections, expectations) and print the timeline of log end offsets and high watermarks per replica.'
 complete -c plog -n '__plog_is \'\'' -a 'assign' -d 'Move partition replicas between brokers, with Kafka\'s reassignment JSON (kafka-reassign-partitions.sh), and report leaders and placement.'
 complete -c plog -n '__plog_is \'\'' -a 'brokers' -d 'List, stop and start the brokers of a data directory: leader elections, ISR changes and follower catch-up, as Kafka\'s controller and replica fetchers do them.'
@@ -379,6 +382,36 @@ complete -c plog -n '__plog_is \'scan\'' -l max-findings -x -d 'verify: at most 
 complete -c plog -n '__plog_is \'scan\'' -l quiet -s q -d 'No summary line and no progress bar.'
 complete -c plog -n '__plog_is \'scan\'' -s h -l help -d 'Show this message and exit.'
 complete -c plog -n '__plog_is \'scan\'' -F -a '(__plog_values partition)'
+
+# plog schemas
+complete -c plog -n '__plog_is \'schemas\'' -a 'ls' -d 'List subjects, versions, ids, types, references and deletions of a registry\'s _schemas topic.'
+complete -c plog -n '__plog_is \'schemas\'' -a 'show' -d 'Show one schema: a subject\'s version, or the schema of an id or GUID.'
+complete -c plog -n '__plog_is \'schemas\'' -a 'export' -d 'Write schema files, an index and _schemas JSON lines (to rebuild a registry).'
+complete -c plog -n '__plog_is \'schemas\'' -s h -l help -d 'Show this message and exit.'
+
+# plog schemas ls
+complete -c plog -n '__plog_is \'schemas ls\'' -l subject -s s -x -d 'Only this subject\'s versions.'
+complete -c plog -n '__plog_is \'schemas ls\'' -l all -s a -d 'Also hard-deleted versions whose records are still in the log.'
+complete -c plog -n '__plog_is \'schemas ls\'' -l topic -s t -x -a '(__plog_values topic)' -d 'The registry\'s topic (its kafkastore.topic), if not _schemas.'
+complete -c plog -n '__plog_is \'schemas ls\'' -l format -s f -x -a 'table text json jsonl csv' -d 'Output format: table (aligned, with a header), text (tab-separated, no header, for cut/awk), json, jsonl (one object per line) or csv.'
+complete -c plog -n '__plog_is \'schemas ls\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'schemas ls\'' -F -a '(__plog_values partition)'
+
+# plog schemas show
+complete -c plog -n '__plog_is \'schemas show\'' -l version -s V -x -d 'The subject\'s version: a number, or latest (the last not deleted).'
+complete -c plog -n '__plog_is \'schemas show\'' -l id -s i -x -d 'The schema with this id.'
+complete -c plog -n '__plog_is \'schemas show\'' -l guid -x -d 'The schema with this GUID.'
+complete -c plog -n '__plog_is \'schemas show\'' -l raw -s r -d 'Only the schema text, exactly as the registry stores it.'
+complete -c plog -n '__plog_is \'schemas show\'' -l topic -s t -x -a '(__plog_values topic)' -d 'The registry\'s topic (its kafkastore.topic), if not _schemas.'
+complete -c plog -n '__plog_is \'schemas show\'' -l format -s f -x -a 'text json jsonl' -d 'Output format: text (for people), json, or jsonl (the JSON document on one line).'
+complete -c plog -n '__plog_is \'schemas show\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'schemas show\'' -F -a '(__plog_values partition)'
+
+# plog schemas export
+complete -c plog -n '__plog_is \'schemas export\'' -l all -s a -d 'Also files and index entries for hard-deleted schemas still in the log.'
+complete -c plog -n '__plog_is \'schemas export\'' -l topic -s t -x -a '(__plog_values topic)' -d 'The registry\'s topic (its kafkastore.topic), if not _schemas.'
+complete -c plog -n '__plog_is \'schemas export\'' -s h -l help -d 'Show this message and exit.'
+complete -c plog -n '__plog_is \'schemas export\'' -F -a '(__plog_values partition)'
 
 # plog simulate
 complete -c plog -n '__plog_is \'simulate\'' -l data-dir -s d -x -a '(__fish_complete_directories (commandline -ct))' -d 'Run in this new (missing or empty) directory and keep it.'

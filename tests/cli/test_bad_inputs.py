@@ -376,6 +376,14 @@ CASES: list[Case] = [
     C(f"topics alter {ORDERS_TOPIC} -p 3000000000 {D}", 1, "2147483647"),
     C(f"topics alter {ORDERS_TOPIC} -p many {D}", 2, "--partitions"),
     C(f"topics delete nosuch {D}", 1, "nosuch"),
+    # schemas ({kl} has no _schemas topic)
+    C("schemas ls {missing}", 1, "{missing}"),
+    C("schemas ls {kl}", 1, "{kl}", "no _schemas-0 partition folder"),
+    C("schemas ls {meta}", 1, "{meta}"),
+    C("schemas show {kl} orders-value -V two", 2, "--version", "two"),
+    C("schemas show {kl}", 2, "SUBJECT", "--id"),
+    C("schemas show {kl} --guid nope", 2, "--guid", "nope"),
+    C("schemas export {empty} {out}", 1, "{empty}"),
     # completions
     C("completions show tcsh", 2, "tcsh"),
     C("completions install tcsh --path {out}/plog", 2, "tcsh"),
@@ -395,6 +403,8 @@ FORMAT_BASE: dict[tuple[str, ...], str] = {
     ("maintain",): f"maintain -n {D}",
     ("recover",): "recover -n {kl}",
     ("scan",): "scan {kl}",
+    ("schemas", "ls"): "schemas ls {kl}",
+    ("schemas", "show"): "schemas show {kl} orders-value",
     ("simulate",): "simulate {scenario}",
     ("verify",): "verify {kl}",
     ("assign", "generate"): f"assign generate --topics-to-move-json-file {{array_json}} --broker-list 1 {D}",

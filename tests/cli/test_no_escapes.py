@@ -33,6 +33,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cli_fixtures import (  # noqa: E402
+    CORPUS,
     GROUP,
     KAFKA_TOPIC_PARTITION,
     ORDERS_EXTRA_RECORDS,
@@ -135,6 +136,11 @@ CASES: list[Case] = [
     Case(("scan",), ("scan", "-j", "1", "{kd}")),
     Case(("scan",), ("scan", "-j", "1", "{dd}", "--key", "k42"), formats=(),
          label="scan search"),
+    # a real Schema Registry's _schemas topic (read-only)
+    Case(("schemas", "ls"), ("schemas", "ls", str(CORPUS / "rjmfernandes__flink-on-prem" / "data"))),
+    Case(("schemas", "show"), ("schemas", "show", str(CORPUS / "rjmfernandes__flink-on-prem" / "data"), "orders-value")),
+    Case(("schemas", "export"), ("schemas", "export", str(CORPUS / "rjmfernandes__flink-on-prem" / "data"), "{new}"),
+         prints=False),
     # shell integration ({home} is the run's own $HOME: install writes there)
     Case(("completions", "show"), ("completions", "show", "bash"), label="completions show bash"),
     Case(("completions", "show"), ("completions", "show", "zsh"), label="completions show zsh"),
