@@ -306,7 +306,7 @@ def test_delete_refuses_a_group_with_members(data_dir, live_member):
 def test_describe_kafka_log_dir(corpus):
     """Expected values: ``plog dump --offsets-decoder`` of the group's __consumer_offsets-19
     segment (the last GroupMetadata and the six OffsetCommit records) and the partitions' log
-    end offsets (``plog topics describe``); see tests/engine/test_group_admin.py."""
+    end offsets (``plog topics describe``); see tests/engine/groups/test_group_admin.py."""
     r = invoke("groups", "describe", KAFKA_GROUP, "--format", "csv", "-d", KAFKA_DIR)
     assert r.exit_code == 0, r.stderr
     a, b = "rdkafka-1bc005e0-f563-4fca-bed5-1b8a0c9691d4", "rdkafka-68d84c5d-68c8-4027-955a-b24c32315bcc"

@@ -15,7 +15,7 @@ from plog.engine.cluster.scenario import ScenarioError, load_scenario, parse_dur
 from plog.engine.cluster.simulation import run_scenario
 from plog.engine.storage.file_names import TopicPartition
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
 T0 = TopicPartition("t", 0)
 
 
