@@ -44,9 +44,9 @@ def lookup(
 
     if timestamp is not None:
         ts = _timestamp(timestamp)
-    else:
-        if not _valid_offset_spec(offset):
-            raise typer.BadParameter(f"invalid offset {offset!r}: expected N, +N, -N or earliest", param_hint="'--offset'")
+    elif not _valid_offset_spec(offset):
+        raise typer.BadParameter(f"invalid offset {offset!r}: expected N, +N, -N, earliest or latest",
+                                 param_hint="'--offset'")
     try:
         view = lk.open_partition(path, topic, partition)
         result = lk.lookup_offset(view, offset) if timestamp is None else lk.lookup_timestamp(view, ts)
@@ -61,32 +61,19 @@ def lookup(
 
 
 def _timestamp(text: str) -> int:
-    """``--timestamp``: ListOffsets' special timestamps (earliest -2, latest -1, max -3, by
-    name or number), else a time of the one offset/time language, with or without its ``@``
-    (engine.offset_spec.parse_time: ``1718446827442``, ``2024-06-15T10:20:27Z``, ``@-15m``)."""
-    import re
-
-    from plog.engine.inspect import lookup as lk
+    """``--timestamp``, as ListOffsets takes it (engine.offset_spec.parse_list_offsets_timestamp)."""
     from plog.engine.errors import InvalidOffsetSpecError
-    from plog.engine.offset_spec import TIME_FORMS, parse_time
+    from plog.engine.offset_spec import parse_list_offsets_timestamp
 
-    text = text.strip()
-    named = {"earliest": lk.EARLIEST_TIMESTAMP, "latest": lk.LATEST_TIMESTAMP, "max": lk.MAX_TIMESTAMP,
-             "max-timestamp": lk.MAX_TIMESTAMP}
-    if text.lower() in named:
-        return named[text.lower()]
-    if re.fullmatch(r"-[0-9]+", text):
-        if int(text) not in lk.SPECIAL_TIMESTAMPS:
-            raise typer.BadParameter(f"{text} is not a timestamp (negative values: -1 latest, -2 earliest, "
-                                     f"-3 max); expected {TIME_FORMS}", param_hint="'--timestamp'")
-        return int(text)
     try:
-        return parse_time(text)
+        return parse_list_offsets_timestamp(text)
     except InvalidOffsetSpecError as e:
         raise typer.BadParameter(str(e), param_hint="'--timestamp'") from None
 
 
 def _valid_offset_spec(spec: str) -> bool:
+    """The shape of ``--offset`` (N, +N, -N, earliest, latest), checked before any file is
+    opened; its range is the engine's to check (parse_lookup_offset), against the log."""
     import re
 
     return spec.strip() in ("earliest", "latest") or re.fullmatch(r"[+-]?\d+", spec.strip()) is not None

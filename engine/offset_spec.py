@@ -70,6 +70,16 @@ TIME_FORMS = ("<ms> or @<ms>, <ISO-8601> or @<ISO-8601> (UTC unless it names a z
 RANGE_FORMS = ("A:B with A and B each one of those or empty (A: no end, :B from earliest); "
                "the end B is exclusive, and +N as the end means N records after A")
 
+#: ListOffsets' special timestamps (``ListOffsetsRequest.EARLIEST_TIMESTAMP``,
+#: ``LATEST_TIMESTAMP``, and ``MAX_TIMESTAMP`` of KIP-734): a lookup by timestamp takes them
+#: as numbers or by name (:func:`parse_list_offsets_timestamp`).
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+SPECIAL_TIMESTAMPS = {EARLIEST_TIMESTAMP: "earliest", LATEST_TIMESTAMP: "latest", MAX_TIMESTAMP: "max-timestamp"}
+_TIMESTAMP_NAMES = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "max": MAX_TIMESTAMP,
+                    "max-timestamp": MAX_TIMESTAMP}
+
 KINDS = ("earliest", "latest", "committed", "offset", "from_start", "from_end", "timestamp", "count")
 
 _KEYWORDS = {
@@ -200,6 +210,24 @@ def parse_time(text: str, now_ms: int | None = None) -> int:
     if spec is None or spec.kind != "timestamp":
         raise InvalidOffsetSpecError(f"invalid time {text!r}: expected {TIME_FORMS}")
     return spec.value
+
+
+def parse_list_offsets_timestamp(text: str, now_ms: int | None = None) -> int:
+    """A timestamp to look up as ListOffsets takes it (``plog lookup --timestamp``): its
+    special values by name or number (``earliest`` -2, ``latest`` -1, ``max`` or
+    ``max-timestamp`` -3; names case-insensitive), else a time of this language
+    (:func:`parse_time`: ms or ISO-8601 with or without ``@``, ``@-<duration>``). Any other
+    negative number is refused: it is not a time. Raises :class:`InvalidOffsetSpecError`."""
+    stripped = text.strip() if isinstance(text, str) else ""
+    named = _TIMESTAMP_NAMES.get(stripped.lower())
+    if named is not None:
+        return named
+    if stripped.startswith("-") and _NUMBER.fullmatch(stripped[1:]):
+        if int(stripped) not in SPECIAL_TIMESTAMPS:
+            raise InvalidOffsetSpecError(f"{stripped} is not a timestamp (negative values: -1 latest, -2 earliest, "
+                                         f"-3 max); expected {TIME_FORMS}")
+        return int(stripped)
+    return parse_time(text, now_ms)
 
 
 def _is_range(text: str, now_ms: int | None) -> bool:

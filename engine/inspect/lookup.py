@@ -54,7 +54,6 @@ search; ``plog lookup --explain`` prints it. The partition looked at is a
 from __future__ import annotations
 
 import os
-import re
 from typing import Callable, Iterator
 
 from plog.formats.errors import FormatError
@@ -83,16 +82,13 @@ from plog.engine.inspect.partition_view import (
     segment_batches,
     segment_next_offset,
 )
-from plog.engine.offset_spec import INT64_MAX, parse_offset, parse_time
+from plog.engine.offset_spec import (EARLIEST_TIMESTAMP, INT64_MAX, LATEST_TIMESTAMP, MAX_TIMESTAMP,
+                                     SPECIAL_TIMESTAMPS, OffsetSpec, parse_list_offsets_timestamp, parse_offset)
 from plog.engine.storage.discovery import SegmentFiles
 from plog.engine.storage.file_names import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, file_name
 # The read-only index reader; named here too (``lookup.IndexFile``) for older callers.
 from plog.engine.storage.index_file import IndexFile, largest_lower_bound
 
-EARLIEST_TIMESTAMP = -2  # ListOffsetsRequest.EARLIEST_TIMESTAMP
-LATEST_TIMESTAMP = -1  # ListOffsetsRequest.LATEST_TIMESTAMP
-MAX_TIMESTAMP = -3  # ListOffsetsRequest.MAX_TIMESTAMP (KIP-734)
-SPECIAL_TIMESTAMPS = {EARLIEST_TIMESTAMP: "earliest", LATEST_TIMESTAMP: "latest", MAX_TIMESTAMP: "max-timestamp"}
 
 #: Batches listed one by one in a step's data (the count is always exact).
 MAX_LISTED_BATCHES = 50
@@ -185,29 +181,34 @@ def time_index_lookup(seg: SegmentFiles, timestamp: int) -> tuple[IndexProbe, Ti
 
 # -- offset specs ------------------------------------------------------------------------
 
-def resolve_offset(view: PartitionView, spec: int | str) -> int:
-    """An offset from the offset language (:func:`plog.engine.offset_spec.parse_offset`): an
-    absolute offset, ``earliest`` (the log start offset), ``latest`` (the log end offset),
-    ``+N`` (N after the log start offset) or ``-N`` (N before the log end offset). Not
-    clamped to the log: an offset outside it is the lookup's "out of range" answer. Raises
-    ``ValueError`` (:class:`InvalidOffsetSpecError`) for anything else, times included."""
-    if isinstance(spec, int):
-        return spec
+def parse_lookup_offset(spec: str) -> OffsetSpec:
+    """The part of the offset language a lookup by offset takes
+    (:func:`plog.engine.offset_spec.parse_offset`): an absolute offset, ``earliest``,
+    ``latest``, ``+N`` or ``-N``. Raises ``ValueError`` (:class:`InvalidOffsetSpecError`)
+    for anything else, times and ``committed`` included."""
     try:
         parsed = parse_offset(spec)
     except InvalidOffsetSpecError:
         parsed = None
-    kind, value = (parsed.kind, parsed.value) if parsed is not None else ("invalid", 0)
-    if kind == "offset":
-        return value
-    if kind in ("earliest", "from_start"):
-        return view.log_start_offset + value
-    if kind in ("latest", "from_end"):
-        return view.log_end_offset - value
-    # Times and "committed" are the offset language too, but not a lookup by offset's.
-    raise InvalidOffsetSpecError(f"invalid offset {spec!r}: expected N, +N, -N (N up to {INT64_MAX}), earliest or "
-                                 "latest; a time goes to a lookup by timestamp")
+    if parsed is None or parsed.kind not in ("offset", "earliest", "from_start", "latest", "from_end"):
+        raise InvalidOffsetSpecError(f"invalid offset {spec!r}: expected N, +N, -N (N up to {INT64_MAX}), earliest or "
+                                     "latest; a time goes to a lookup by timestamp")
+    return parsed
 
+
+def resolve_offset(view: PartitionView, spec: int | str) -> int:
+    """An offset of the partition from :func:`parse_lookup_offset`'s forms (``earliest``:
+    the log start offset, ``latest``: the log end offset, ``+N`` after the log start, ``-N``
+    before the log end). Not clamped to the log: an offset outside it is the lookup's "out of
+    range" answer. Raises ``ValueError`` (:class:`InvalidOffsetSpecError`)."""
+    if isinstance(spec, int):
+        return spec
+    parsed = parse_lookup_offset(spec)
+    if parsed.kind == "offset":
+        return parsed.value
+    if parsed.kind in ("earliest", "from_start"):
+        return view.log_start_offset + parsed.value
+    return view.log_end_offset - parsed.value
 
 
 # -- lookup by offset --------------------------------------------------------------------
@@ -509,25 +510,8 @@ def _lookup_max_timestamp(view: PartitionView, result: TimestampLookupResult) ->
 
 # -- timestamp specs ---------------------------------------------------------------------
 
-_NAMED_TIMESTAMPS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "max": MAX_TIMESTAMP,
-                     "max-timestamp": MAX_TIMESTAMP}
-_TIMESTAMP_NUMBER = re.compile(r"-?\d+")
-
-
-def parse_timestamp(spec: str, now_ms: int | None = None) -> int:
-    """A timestamp in ms to look up: ListOffsets' special values by name (``earliest`` -2,
-    ``latest`` -1, ``max`` -3), a number of ms with or without ``@`` (``-1``/``-2``/``-3``
-    keep Kafka's meaning), else a time of the offset/time language
-    (:func:`plog.engine.offset_spec.parse_time`: ``@<ISO-8601>``, UTC unless it names a zone,
-    with or without the ``@``; ``@-<duration>`` such as ``@-15m`` or ``@-1h30m``). Raises
-    ``ValueError`` (:class:`InvalidOffsetSpecError`)."""
-    text = spec.strip()
-    if text in _NAMED_TIMESTAMPS:
-        return _NAMED_TIMESTAMPS[text]
-    body = text[1:] if text.startswith("@") else text
-    if _TIMESTAMP_NUMBER.fullmatch(body):
-        return int(body)
-    return parse_time(text, now_ms)
+#: A lookup's timestamps are ListOffsets': the offset language's parser for them.
+parse_timestamp = parse_list_offsets_timestamp
 
 
 __all__ = [
@@ -546,6 +530,7 @@ __all__ = [
     "lookup_timestamp",
     "offset_index_lookup",
     "open_partition",
+    "parse_lookup_offset",
     "parse_timestamp",
     "resolve_offset",
     "segment_next_offset",

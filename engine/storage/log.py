@@ -49,9 +49,8 @@ from plog.engine.storage.loader import LoadedLog, LoadReport, load, rebuild_prod
 from plog.engine.storage.segment import FetchData, LogOffsetPosition, LogSegment, RollParams, TimestampAndOffset
 from plog.engine.storage.segments import LogSegments
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
+# ListOffsets' special timestamps, for fetch_offset_by_timestamp: the offset language owns them.
+from plog.engine.offset_spec import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP  # noqa: E402
 
 
 @dataclass
