@@ -14,6 +14,13 @@ batch, and measured on both paths:
 * v2 record heads: the same regions through ``record_heads`` (scan statistics, the cleaner's
   key scan), records/s.
 
+With ``--verify-size`` (e.g. ``1G``), instead: ``plog verify --quiet --jobs 1`` as a child
+process (start-up included) on a generated log directory of that many ``.log`` bytes
+(benchmarks/bench_verify.py's layout, one partition, indexes as Kafka writes them), once
+with ~16 KiB batches and once with ~1 KiB batches, ``PLOG_NATIVE=0`` against the default
+(native) path, GB/s of wall time (the files read once before timing; built once under
+``--verify-dir``). Both paths must report no finding.
+
 Each figure pairs the two paths back to back ``--reps`` times and reports the median rates and
 the median of the per-rep ratios (native / reference). The timer is CPU time
 (``time.process_time``: the work is single-threaded, and the machine's cores are shared, so
@@ -32,6 +39,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -112,13 +120,77 @@ def heads_all(heads, args) -> int:
     return n
 
 
+def verify_figures(size: int, reps: int, root: Path) -> dict:
+    """``plog verify`` GB/s on both paths, 16 KiB and 1 KiB batches (see the module docs)."""
+    import subprocess
+
+    import bench_verify  # noqa: PLC0415
+
+    out = {}
+    for name, per_batch in (("16kib", 135), ("1kib", 8)):
+        bench_verify.RECORDS_PER_BATCH = per_batch  # read by its batch_pool and write_partition
+        logdir = bench_verify.build(root / f"verify-{per_batch}", size, 1, 256 << 20)
+        nbytes = bench_verify.warm(logdir)
+        first = bench_verify.log_files(logdir)[0]
+        batch_bytes = first.stat().st_size / max(1, sum(1 for _ in BatchIterator(first.read_bytes())))
+        cmd = [sys.executable, "-m", "plog.cli", "verify", "--quiet", "--jobs", "1", str(logdir)]
+        rates: dict[str, list[float]] = {"native": [], "reference": []}
+        for _ in range(reps):
+            for path, flag in (("reference", "0"), ("native", "1")):
+                env = {**os.environ, native.ENV_VAR: flag}
+                t0 = time.perf_counter()
+                r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                elapsed = time.perf_counter() - t0
+                if r.returncode != 0 or r.stdout.strip():
+                    raise SystemExit(f"plog verify ({path}) exited {r.returncode}: {r.stdout[:500]}{r.stderr[:500]}")
+                rates[path].append(nbytes / 1e9 / elapsed)
+        nat, ref = statistics.median(rates["native"]), statistics.median(rates["reference"])
+        out[f"verify_{name}_batches_gb_per_s"] = {
+            "native": round(nat, 2), "reference": round(ref, 2), "ratio": round(nat / ref, 2),
+            "log_bytes": nbytes, "batch_bytes_avg": round(batch_bytes)}
+        out[f"verify_{name}_batches_in_process_gb_per_s"] = in_process(logdir, nbytes, reps)
+        out[f"read_crc32c_ceiling_{name}_gb_per_s"] = round(nbytes / 1e9 / bench_verify.ceiling(logdir)[0], 2)
+    return out
+
+
+def in_process(logdir: Path, nbytes: int, reps: int) -> dict:
+    """``verify_paths`` in this process (no start-up), SegmentWalk's hot loop on each path."""
+    from plog.engine.inspect.verify import verify_paths  # noqa: PLC0415
+    from plog.engine.storage import segment_check  # noqa: PLC0415
+
+    walk, hot = segment_check.SegmentWalk, segment_check._verify_hot
+    rates: dict[str, list[float]] = {"native": [], "reference": []}
+    try:
+        for _ in range(reps):
+            for path in ("reference", "native"):
+                walk._hot = walk._hot_native if path == "native" else walk._hot_reference
+                segment_check._verify_hot = native.module.verify_hot if path == "native" else None
+                t0 = time.perf_counter()
+                assert not list(verify_paths([str(logdir)]))
+                rates[path].append(nbytes / 1e9 / (time.perf_counter() - t0))
+    finally:
+        walk._hot, segment_check._verify_hot = (walk._hot_native if native.active() else walk._hot_reference), hot
+    nat, ref = statistics.median(rates["native"]), statistics.median(rates["reference"])
+    return {"native": round(nat, 2), "reference": round(ref, 2), "ratio": round(nat / ref, 2)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size-mb", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="a 32 MiB segment, 1 repetition")
     ap.add_argument("--json", help="also write the result to this file")
+    ap.add_argument("--verify-size", help="measure plog verify instead, on log directories of this size (1G)")
+    ap.add_argument("--verify-dir", default=os.path.join(tempfile.gettempdir(), "plog-bench-native-verify"))
     args = ap.parse_args(argv)
+    if args.verify_size:
+        import bench_verify  # noqa: PLC0415
+
+        figures = verify_figures(bench_verify.parse_size(args.verify_size), args.reps, Path(args.verify_dir))
+        emit({"benchmark": "native-verify", "python": platform.python_version(), "timer": "wall",
+              "reps": args.reps, "figures": figures}, args.json)
+        return 0
     module, _why = native.module, native.describe()
     if module is None:  # PLOG_NATIVE=0 or not built: load it anyway to compare, if it is there
         try:

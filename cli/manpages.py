@@ -76,6 +76,8 @@ ENVIRONMENT = (
            "command's wall time, CPU time and peak memory on standard error at the end.", "all"),
     EnvVar("PLOG_NO_PROGRESS", "When set, no progress bars (they appear only when standard error is a terminal).",
            "all"),
+    EnvVar("PLOG_NATIVE", "Set to 0 to run the pure-Python reference code instead of the native (Rust) core; "
+           "plog --version names the one in use. The results are the same; only the speed differs.", "all"),
     EnvVar("NO_COLOR", "When present (any value, as plog --no-color sets it), output is never coloured. Colour is "
            "used only when standard output is a terminal.", "all"),
     EnvVar("TERM", "When dumb, no colour and no progress bars.", "all"),

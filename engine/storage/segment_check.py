@@ -19,7 +19,10 @@ time index entries merged in as the walk passes their positions/offsets
 (:class:`~plog.engine.storage.index_check.IndexMerge`). Every batch that is clean, in order
 and whose index entries agree is handled by a tight loop (:meth:`SegmentWalk._hot`);
 anything else falls through to the general per-batch code (:meth:`SegmentWalk._step`),
-which is the reference behaviour. Records are never decoded (v0/v1 compressed wrappers
+which is the reference behaviour. With the native core active (formats/native.py), the hot
+loop is its Rust twin (``plog._native.verify_hot``): one call per buffered chunk, the same
+batches consumed and the same state left, so findings are identical on both paths
+(tests/native/test_verify_twins.py). Records are never decoded (v0/v1 compressed wrappers
 are, when a time index entry needs their max timestamp).
 """
 
@@ -36,6 +39,7 @@ from plog.formats.batch_header import ENTRY_HEAD, HEADER_SIZE_UP_TO_MAGIC, LOG_O
 from plog.formats.batch_header import LEGACY_CRC_START, LEGACY_ENTRY_HEAD, RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1
 from plog.formats.batch_header import CODEC_MASK, V2_CHECK_HEAD, V2_CRC_START, V2_HEADER, V2_HEADER_SIZE
 from plog.formats.batch_header import legacy_min_size, v1_timestamp, v2_header_plausible
+from plog.formats import native
 from plog.formats.errors import FormatError
 
 from plog.engine.storage.batch_resync import EntryRules, all_zero, find_next_entry, stream_crc
@@ -45,6 +49,9 @@ from plog.engine.storage.findings import ERROR, MIN_CHUNK_SIZE, WARNING, Finding
 from plog.engine.storage.findings import VerifyOptions, VerifyStats, io_finding
 from plog.engine.storage.index_check import INDEX_CHUNK_BYTES, INF, NO_PENDING, IndexMerge, check_txn_index, open_index
 from plog.engine.storage.index_file import IndexFile
+
+#: The native hot loop (None on the reference path).
+_verify_hot = native.module.verify_hot if native.active() else None
 
 INT32_MAX = (1 << 31) - 1
 #: v0/v1 compressed wrappers larger than this are not decompressed for a timestamp check.
@@ -179,7 +186,23 @@ class SegmentWalk(IndexMerge):
 
     # -- the hot loop ----------------------------------------------------------------------------
 
-    def _hot(self) -> None:
+    def _hot_native(self) -> None:
+        """:meth:`_hot_reference` by the native twin (``plog._native.verify_hot``,
+        native/src/verify.rs): the same loop over the whole buffered chunk in one call,
+        which hands back how far it got and the index entries' state there."""
+        bp = self.bp
+        iprel = self.ipos - bp if not self.bad_pend and self.last_ioff == self.pend_off else -1
+        ii0, ti0 = self.ii, self.ti
+        count, p, prev_last, lastp, ii, pend_off, ti = _verify_hot(
+            self.mv, self.p, self.n, bp, self.prev_last, self.seg_max, self.seg_base, self.pend_off,
+            iprel, ii0, self.ioff, self.apos, self.arel, ti0, self.toff, self.tts, self.prev_tts,
+            self.trel, self.ats)
+        if count:
+            ipos, ioff = (self.apos[ii], self.seg_base + self.arel[ii]) if ii != ii0 else (self.ipos, self.ioff)
+            toff, tts = (self.seg_base + self.trel[ti], self.ats[ti]) if ti != ti0 else (self.toff, self.tts)
+            self._hot_done(count, p, prev_last, lastp, ii0, ii, ipos, ioff, pend_off, ti0, ti, toff, tts)
+
+    def _hot_reference(self) -> None:
         """Consume, in the current buffer, every batch that is a whole valid v2 batch, in
         offset order and range, whose index entries agree. Stops (without consuming) at the
         first batch that needs anything else; :meth:`_step` handles that one.
@@ -234,12 +257,18 @@ class SegmentWalk(IndexMerge):
             lastp = p
             count += 1
             p = stop
-        if not count:
-            return
+        if count:
+            self._hot_done(count, p, prev_last, lastp, ii0, ii, ipos, ioff, pend_off, ti0, ti, toff, tts)
+
+    def _hot_done(self, count: int, p: int, prev_last: int, lastp: int, ii0: int, ii: int, ipos: int, ioff: int,
+                  pend_off: int, ti0: int, ti: int, toff: int, tts: int) -> None:
+        """The walk's state after the hot loop consumed ``count`` (> 0) batches, the last at
+        ``lastp``, and moved the index entries from ``ii0``/``ti0`` to ``ii``/``ti``."""
+        sb, apos, trel, ats = self.seg_base, self.apos, self.trel, self.ats
         self.p = p
         self.prev_last = prev_last
-        self.prev_pos = bp + lastp
-        self.prev_base, _, _, _, _, self.prev_mts = unpack(mv, lastp)
+        self.prev_pos = self.bp + lastp
+        self.prev_base, _, _, _, _, self.prev_mts = V2_CHECK_HEAD.unpack_from(self.mv, lastp)
         self.batches += count
         self.gap_bad = False
         if ii != ii0:
@@ -253,6 +282,10 @@ class SegmentWalk(IndexMerge):
             self.tslot += ti - ti0
             self.ti, self.toff, self.tts = ti, toff, tts
             self.prev_toff, self.prev_tts = sb + trel[ti - 1], ats[ti - 1]
+
+    # One loop for the life of the process (formats/native.py decides, PLOG_NATIVE=0 picks the
+    # reference); both consume the same batches and leave the same state.
+    _hot = _hot_native if native.active() else _hot_reference
 
     # -- one entry, every case -------------------------------------------------------------------
 

@@ -23,6 +23,10 @@
 //!   a list of `(offset, timestamp, key, value, headers)` tuples (formats/default_record.py).
 //! * `record_heads(data, count, base_offset=0, base_timestamp=0)` -> a list of
 //!   `(size, end, offset, timestamp, key, value_position)` tuples.
+//! * `verify_hot(buf, p, n, bp, prev_last, seg_max, seg_base, pend_off, iprel, ii, ioff, apos,
+//!   arel, ti, toff, tts, prev_tts, trel, ats) -> (count, p, prev_last, lastp, ii, pend_off, ti)`:
+//!   the hot loop of `plog verify`'s segment walk (engine/storage/segment_check.py,
+//!   `SegmentWalk._hot_reference`, names as there; native/src/verify.rs).
 //! * `NativeFormatError(kind, reason, position)`: what the decoders raise; formats/native.py
 //!   turns it into plog's typed error (`kind` is "corrupt", "invalid" or "varint").
 //!
@@ -41,6 +45,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 mod fault;
 mod records;
 mod varint;
+mod verify;
 mod walk;
 
 use fault::Fault;
@@ -318,6 +323,98 @@ fn record_heads<'py>(
     })
 }
 
+// -------------------------------------------------------------------------------------
+// verify's hot loop
+
+/// A one-dimensional Python buffer of int32 or int64 items (an `array('i')` or
+/// `array('q')` index column: the time index's relative offsets are the one, its
+/// empty placeholder the other).
+enum Column {
+    I32(PyBuffer<i32>),
+    I64(PyBuffer<i64>),
+    /// An empty array (its buffer pointer need not be aligned, so PyBuffer refuses it).
+    Empty,
+}
+
+impl Column {
+    fn new(obj: &Bound<'_, PyAny>) -> PyResult<Column> {
+        let column = match PyBuffer::<i32>::get(obj).map(Column::I32) {
+            Ok(column) => column,
+            Err(_) => match PyBuffer::<i64>::get(obj) {
+                Ok(b) => Column::I64(b),
+                Err(e) => {
+                    if pyo3::types::PyMemoryView::from(obj)?.len()? == 0 {
+                        return Ok(Column::Empty);
+                    }
+                    return Err(e);
+                }
+            },
+        };
+        let (dims, contiguous) = match &column {
+            Column::I32(b) => (b.dimensions(), b.is_c_contiguous()),
+            Column::I64(b) => (b.dimensions(), b.is_c_contiguous()),
+            Column::Empty => (1, true),
+        };
+        if dims != 1 || !contiguous {
+            return Err(PyValueError::new_err("an index column must be a one-dimensional contiguous array"));
+        }
+        Ok(column)
+    }
+
+    /// Item `i` as an i128 reader (None past the end).
+    fn reader<'a>(&'a self, py: Python<'a>) -> Box<dyn Fn(usize) -> Option<i128> + 'a> {
+        match self {
+            Column::I32(b) => {
+                let items = b.as_slice(py).unwrap_or(&[]);
+                Box::new(move |i| items.get(i).map(|c| i128::from(c.get())))
+            }
+            Column::I64(b) => {
+                let items = b.as_slice(py).unwrap_or(&[]);
+                Box::new(move |i| items.get(i).map(|c| i128::from(c.get())))
+            }
+            Column::Empty => Box::new(|_| None),
+        }
+    }
+}
+
+/// See the module docs and native/src/verify.rs. `apos`/`arel` are the offset index
+/// chunk's columns, `trel`/`ats` the time index chunk's (`array('i')` or `array('q')`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn verify_hot<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyAny>,
+    p: usize,
+    n: usize,
+    bp: i128,
+    prev_last: i128,
+    seg_max: i128,
+    seg_base: i128,
+    pend_off: i128,
+    iprel: i128,
+    ii: usize,
+    ioff: i128,
+    apos: &Bound<'py, PyAny>,
+    arel: &Bound<'py, PyAny>,
+    ti: usize,
+    toff: i128,
+    tts: i128,
+    prev_tts: i128,
+    trel: &Bound<'py, PyAny>,
+    ats: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let view = ByteView::new(buf)?;
+    let columns = [Column::new(apos)?, Column::new(arel)?, Column::new(trel)?, Column::new(ats)?];
+    guarded(None, || {
+        let state = verify::HotState {
+            p, n, bp, prev_last, seg_max, seg_base, pend_off, iprel, ii, ioff, ti, toff, tts, prev_tts,
+        };
+        let [apos, arel, trel, ats] = &columns;
+        let end = verify::hot(view.bytes(), state, apos.reader(py), arel.reader(py), trel.reader(py), ats.reader(py));
+        (end.count, end.p, end.prev_last, end.lastp, end.ii, end.pend_off, end.ti).into_pyobject(py)
+    })
+}
+
 /// The panic guard's own test (tests/native/test_loader.py): a panic inside native code
 /// must reach Python as a typed fault, never as a crash or a PanicException.
 #[pyfunction]
@@ -335,6 +432,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(walk_entries, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(record_heads, m)?)?;
+    m.add_function(wrap_pyfunction!(verify_hot, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_guard_probe, m)?)?;
     Ok(())
 }
