@@ -21,6 +21,12 @@ with ~16 KiB batches and once with ~1 KiB batches, ``PLOG_NATIVE=0`` against the
 (native) path, GB/s of wall time (the files read once before timing; built once under
 ``--verify-dir``). Both paths must report no finding.
 
+With ``--dump-size`` (e.g. ``256M``), instead: ``plog dump --print-data-log`` as a child
+process (start-up included, stdout to /dev/null) of a generated segment of that size (the
+workload above, built once under ``--dump-dir``), ``PLOG_NATIVE=0`` against the default
+(native) path, records/s of wall time. Before timing, both paths must print the same text
+for the segment's first 32 MiB.
+
 Each figure pairs the two paths back to back ``--reps`` times and reports the median rates and
 the median of the per-rep ratios (native / reference). The timer is CPU time
 (``time.process_time``: the work is single-threaded, and the machine's cores are shared, so
@@ -29,6 +35,7 @@ timing, both paths must give identical results on the whole segment.
 
 Prints one JSON object. Usage:
     python benchmarks/bench_native.py [--size-mb 256] [--reps 3] [--quick] [--json FILE]
+    python benchmarks/bench_native.py --dump-size 256M [--reps 3]
 Exits 2, saying why, when the native module is not built (``pip install -e .`` with cargo).
 """
 
@@ -172,7 +179,44 @@ def in_process(logdir: Path, nbytes: int, reps: int) -> dict:
         walk._hot, segment_check._verify_hot = (walk._hot_native if native.active() else walk._hot_reference), hot
     nat, ref = statistics.median(rates["native"]), statistics.median(rates["reference"])
     return {"native": round(nat, 2), "reference": round(ref, 2), "ratio": round(nat / ref, 2)}
-    return out
+
+
+def dump_figures(size: int, reps: int, root: Path) -> dict:
+    """``plog dump --print-data-log`` records/s on both paths (see the module docs)."""
+    import hashlib
+    import subprocess
+
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f"{size}.log" / "00000000000000000000.log"
+    if not path.is_file() or path.stat().st_size == 0:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(segment(size, 135))
+    records = sum(b.records_count for b in BatchIterator(path.read_bytes()))
+    cmd = [sys.executable, "-m", "plog.cli", "dump", "--print-data-log", str(path)]
+
+    def run(flag: str, extra: list[str], stdout) -> subprocess.CompletedProcess:
+        env = {**os.environ, native.ENV_VAR: flag}
+        r = subprocess.run(cmd + extra, env=env, stdout=stdout, stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            raise SystemExit(f"plog dump (PLOG_NATIVE={flag}) exited {r.returncode}: {r.stderr[:500]!r}")
+        return r
+
+    # Both paths print the same text (on the first 32 MiB: the segment repeats its batches).
+    digests = {flag: hashlib.sha256(run(flag, ["--max-bytes", str(32 << 20)], subprocess.PIPE).stdout).hexdigest()
+               for flag in ("0", "1")}
+    if digests["0"] != digests["1"]:
+        raise SystemExit("plog dump --print-data-log: the native and reference paths print different text")
+    rates: dict[str, list[float]] = {"native": [], "reference": []}
+    with open(os.devnull, "wb") as devnull:
+        for _ in range(reps):
+            for name, flag in (("reference", "0"), ("native", "1")):
+                t0 = time.perf_counter()
+                run(flag, [], devnull)
+                rates[name].append(records / (time.perf_counter() - t0))
+    nat, ref = statistics.median(rates["native"]), statistics.median(rates["reference"])
+    return {"dump_print_data_log_records_per_s": {
+        "native": round(nat), "reference": round(ref), "ratio": round(nat / ref, 2),
+        "log_bytes": path.stat().st_size, "records": records}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,7 +227,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the result to this file")
     ap.add_argument("--verify-size", help="measure plog verify instead, on log directories of this size (1G)")
     ap.add_argument("--verify-dir", default=os.path.join(tempfile.gettempdir(), "plog-bench-native-verify"))
+    ap.add_argument("--dump-size", help="measure plog dump --print-data-log instead, on a segment of this size (256M)")
+    ap.add_argument("--dump-dir", default=os.path.join(tempfile.gettempdir(), "plog-bench-native-dump"))
     args = ap.parse_args(argv)
+    if args.dump_size:
+        import bench_verify  # noqa: PLC0415
+
+        figures = dump_figures(bench_verify.parse_size(args.dump_size), args.reps, Path(args.dump_dir))
+        emit({"benchmark": "native-dump", "python": platform.python_version(), "timer": "wall",
+              "reps": args.reps, "figures": figures}, args.json)
+        return 0
     if args.verify_size:
         import bench_verify  # noqa: PLC0415
 

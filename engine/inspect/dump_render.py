@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-from plog.formats import java
+from plog.formats import java, native
 from plog.formats.binary_json import encode_bytes, encode_headers
 from plog.formats.errors import FormatError
 from plog.formats.java import utf8_decode as _jstr
@@ -37,6 +37,16 @@ def _tt(timestamp_type: int) -> str:
 
 def _bool(value: bool) -> str:
     return "true" if value else "false"
+
+
+def _native_lines(records, sequences, tt: str, print_data: bool) -> str | None:
+    """The common case's lines by the native twin (native/src/dump_text.rs), byte-identical
+    to the loop of ``TextRenderer.records``; None when a record is unusual (a header key
+    that is not valid UTF-8...): the loop renders those."""
+    try:
+        return native.module.render_dump_records(records, sequences, tt, print_data)
+    except native.NativeFormatError as e:
+        raise native.typed_error(e) from None
 
 
 class TextRenderer:
@@ -93,6 +103,11 @@ class TextRenderer:
         if not skip and not legacy and not control and (decoder is None or decoder.is_default):
             # The common case (a v2 data batch, metadata shown, UTF-8 text), in one
             # expression per record and one write per batch: this loop is the hot path.
+            text = _native_lines(records, sequences, tt, decoder is not None) if native.active() else None
+            if text is not None:
+                if text:
+                    out(text)
+                return
             lines = []
             append = lines.append
             for r, seq in zip(records, sequences):

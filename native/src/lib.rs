@@ -27,6 +27,11 @@
 //!   arel, ti, toff, tts, prev_tts, trel, ats) -> (count, p, prev_last, lastp, ii, pend_off, ti)`:
 //!   the hot loop of `plog verify`'s segment walk (engine/storage/segment_check.py,
 //!   `SegmentWalk._hot_reference`, names as there; native/src/verify.rs).
+//! * `render_dump_records(records, sequences, timestamp_type, print_data) -> str | None`: the
+//!   per-record lines of `plog dump` for one v2 data batch (engine/inspect/dump_render.py,
+//!   `TextRenderer.records`), joined by newlines; None when a record is unusual (a header key
+//!   that is not valid UTF-8, a field that is not bytes, an int beyond int64): the caller then
+//!   renders it on the reference path (native/src/dump_text.rs).
 //! * `NativeFormatError(kind, reason, position)`: what the decoders raise; formats/native.py
 //!   turns it into plog's typed error (`kind` is "corrupt", "invalid" or "varint").
 //!
@@ -42,6 +47,7 @@ use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+mod dump_text;
 mod fault;
 mod records;
 mod varint;
@@ -415,6 +421,79 @@ fn verify_hot<'py>(
     })
 }
 
+// -------------------------------------------------------------------------------------
+// dump's record lines
+
+/// `field` as bytes (`Some(None)` for None); `None` when it is neither.
+fn bytes_field<'a>(field: &'a Bound<'_, PyAny>) -> Option<Option<&'a [u8]>> {
+    if field.is_none() {
+        return Some(None);
+    }
+    field.cast::<PyBytes>().ok().map(|b| Some(b.as_bytes()))
+}
+
+/// One record's line appended to `out`; false when the record is unusual (see the module docs).
+fn push_record_line(out: &mut String, record: &Bound<'_, PyAny>, sequence: &Bound<'_, PyAny>, tt: &str,
+                    print_data: bool) -> PyResult<bool> {
+    let Ok(record) = record.cast::<PyTuple>() else { return Ok(false) };
+    if record.len() != 5 {
+        return Ok(false);
+    }
+    let (offset, timestamp, key, value, headers) = (
+        record.get_borrowed_item(0)?, record.get_borrowed_item(1)?, record.get_borrowed_item(2)?,
+        record.get_borrowed_item(3)?, record.get_borrowed_item(4)?,
+    );
+    let (Ok(offset), Ok(timestamp), Ok(sequence)) = (offset.extract::<i64>(), timestamp.extract::<i64>(), sequence.extract::<i64>()) else {
+        return Ok(false);
+    };
+    let (Some(key), Some(value)) = (bytes_field(&key), bytes_field(&value)) else { return Ok(false) };
+    let Ok(headers) = headers.cast::<PyTuple>() else { return Ok(false) };
+    let mut keys: Vec<Bound<'_, PyString>> = Vec::with_capacity(headers.len());
+    for header in headers.iter() {
+        let Ok(pair) = header.cast::<PyTuple>() else { return Ok(false) };
+        let Ok(k) = pair.get_item(0).and_then(|k| Ok(k.cast_into::<PyString>()?)) else { return Ok(false) };
+        keys.push(k);
+    }
+    let mut texts: Vec<&str> = Vec::with_capacity(keys.len());
+    for k in &keys {
+        // A key with lone surrogates (from surrogateescape) is not valid UTF-8: unusual.
+        let Ok(text) = k.to_str() else { return Ok(false) };
+        texts.push(text);
+    }
+    let line = dump_text::RecordLine { offset, timestamp, sequence, key, value };
+    dump_text::push_line(out, &line, tt, &texts, print_data);
+    Ok(true)
+}
+
+/// See the module docs (and engine/inspect/dump_render.py).
+#[pyfunction]
+fn render_dump_records<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+    sequences: &Bound<'py, PyAny>,
+    timestamp_type: &str,
+    print_data: bool,
+) -> PyResult<Option<Bound<'py, PyString>>> {
+    guarded(None, || {
+        let (Ok(records), Ok(sequences)) = (records.cast::<PyList>(), sequences.cast::<PyList>()) else {
+            return Ok(None);
+        };
+        if records.len() != sequences.len() {
+            return Ok(None);
+        }
+        let mut out = String::with_capacity(records.len() * 96);
+        for (i, (record, sequence)) in records.iter().zip(sequences.iter()).enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            if !push_record_line(&mut out, &record, &sequence, timestamp_type, print_data)? {
+                return Ok(None);
+            }
+        }
+        Ok(Some(PyString::new(py, &out)))
+    })
+}
+
 /// The panic guard's own test (tests/native/test_loader.py): a panic inside native code
 /// must reach Python as a typed fault, never as a crash or a PanicException.
 #[pyfunction]
@@ -433,6 +512,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(record_heads, m)?)?;
     m.add_function(wrap_pyfunction!(verify_hot, m)?)?;
+    m.add_function(wrap_pyfunction!(render_dump_records, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_guard_probe, m)?)?;
     Ok(())
 }
