@@ -31,6 +31,19 @@ def quiet_option(help: str = "No progress bar and no status lines on stderr (als
     return typer.Option(False, "--quiet", "-q", envvar=QUIET_ENV, help=help, show_envvar=False)
 
 
+def schemas_option(help: str = "Another data or log directory whose _schemas topic holds the schemas "
+                                "(repeatable)."):
+    """``--schemas PATH``: where Schema Registry payloads find their schemas besides the log's own
+    ``_schemas`` (consume, dump, scan)."""
+    return typer.Option(None, "--schemas", metavar="PATH", help=help)
+
+
+def schema_registry_option(*aliases: str):
+    """``--schema-registry URL``: a registry asked for the ids not found on disk."""
+    return typer.Option(None, "--schema-registry", *aliases, metavar="URL",
+                        help="A Schema Registry to ask for ids not found on disk (GET /schemas/ids/ID, cached).")
+
+
 def is_quiet() -> bool:
     """``plog --quiet`` (or $PLOG_QUIET) for commands without a ``--quiet`` of their own."""
     import os

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from .common import (data_dir_option, open_data_dir, parse_properties, pick_topic, property_option, quiet_option,
-                     topic_option)
+                     schema_registry_option, schemas_option, topic_option)
 from .errors import CliUsageError
 from .app import app
 
@@ -50,6 +50,15 @@ FORMATTER_PROPERTIES = ("print.key", "print.value", "print.timestamp", "print.pa
         "records, until Ctrl-C (which commits, with --group) or SIGTERM; the summary on stderr says how "
         "many records were read. Works read-only on a stopped broker's log "
         "directory (--data-dir /var/lib/kafka), reading a group's offsets there but never committing.\n\n"
+        "--value-format/--key-format: raw (the bytes, default), auto (a Confluent-framed Avro, Protobuf or "
+        "JSON Schema key/value decoded with the schema its id names), avro, protobuf or json-schema (decode only "
+        "that schema type). Schemas come from the _schemas topic of --data-dir, then of each --schemas PATH "
+        "(another data or log directory), then --schema-registry URL (GET /schemas/ids/ID). kcat's -s value=avro, "
+        "-s key=avro and -s avro (both) are accepted, and its -r URL. A decoded key/value prints as its JSON text "
+        "in templates and text; in jsonl/json it is a JSON value followed by value_schema_id (key_schema_id). "
+        "One that does not decode (not framed, unknown id, not matching its schema) is shown raw as without "
+        "decoding, followed in jsonl/json by value_decode_error (key_decode_error) with the reason, and counted "
+        "by reason on stderr at the end; it never stops the run.\n\n"
         "Exit status: 0 success, 1 error, 2 usage error, 130 interrupted, 143 terminated."
     ),
 )
@@ -76,6 +85,14 @@ def consume(
     commit: bool = typer.Option(True, "--commit/--no-commit", help="With --group: commit offsets (auto-commit)."),
     strategy: Optional[List[str]] = typer.Option(None, "--assignment-strategy",
                                                  help="range, roundrobin, sticky, cooperative-sticky."),
+    value_format: Optional[str] = typer.Option(None, "--value-format", metavar="FORMAT",
+                                               help="raw (default), auto, avro, protobuf or json-schema; see below."),
+    key_format: Optional[str] = typer.Option(None, "--key-format", metavar="FORMAT",
+                                             help="raw (default), auto, avro, protobuf or json-schema."),
+    serdes: Optional[List[str]] = typer.Option(None, "-s", metavar="[key=|value=]FORMAT",
+                                               help="kcat's spelling of --key-format/--value-format (repeatable)."),
+    schemas: Optional[List[str]] = schemas_option(),
+    schema_registry: Optional[str] = schema_registry_option("-r"),
     quiet: bool = quiet_option("No summary on stderr."),
     data_dir: str = data_dir_option(),
 ) -> None:
@@ -84,14 +101,17 @@ def consume(
 
     topic = pick_topic(topic, name)
     rng = _start_and_end(offset, from_beginning, isolation_level, group is not None and not partition)
-    fmt, render = _renderer(fmt, json_lines, key_delimiter, properties)
+    key_format, value_format = _field_formats(key_format, value_format, serdes)
+    dd = open_data_dir(data_dir)
+    decoding = _decoding(dd, key_format, value_format, schemas, schema_registry)
+    fmt, render = _renderer(fmt, json_lines, key_delimiter, properties, decoding)
     out = sys.stdout.buffer
-    loop = ConsumeLoop.open(open_data_dir(data_dir), topic, rng, group_id=group, partitions=partition, count=count,
+    loop = ConsumeLoop.open(dd, topic, rng, group_id=group, partitions=partition, count=count,
                             exit_at_end=exit_at_end, isolation_level=isolation_level, enable_auto_commit=commit,
                             assignment_strategy=strategy or ("range", "cooperative-sticky"), after_poll=out.flush)
     interrupted = False
     try:
-        _print_records(loop, fmt, render, out)
+        _print_records(loop, fmt, render, out, decoding)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli/signals.py): a clean stop that says what it read
         interrupted = True
         raise
@@ -103,12 +123,60 @@ def consume(
                 loop.close()  # records fetched but not printed are sought back: the commit never passes them
             finally:
                 if interrupted and not quiet:
-                    print(f"consumed {loop.consumed} record(s) from {topic}", file=sys.stderr)
+                    _summary(loop, topic, decoding)
     if not quiet:
-        print(f"consumed {loop.consumed} record(s) from {topic}", file=sys.stderr)
+        _summary(loop, topic, decoding)
 
 
-def _print_records(loop, fmt: str, render, out) -> None:
+def _summary(loop, topic: str, decoding) -> None:
+    print(f"consumed {loop.consumed} record(s) from {topic}", file=sys.stderr)
+    for line in decoding.summary() if decoding is not None else ():
+        print(line, file=sys.stderr)
+
+
+def _field_formats(key_format: str | None, value_format: str | None, serdes: list[str] | None) -> tuple[str, str]:
+    """--key-format and --value-format, with kcat's -s (``value=avro``, ``key=avro``, ``avro``
+    for both); a field given two different formats is a usage error."""
+    from plog.engine.clients.console_io import FIELD_FORMATS
+
+    chosen = {"key": [("--key-format", key_format)] if key_format else [],
+              "value": [("--value-format", value_format)] if value_format else []}
+    for item in serdes or ():
+        field, eq, fmt = item.rpartition("=")
+        if eq and field not in ("key", "value"):
+            raise CliUsageError(f"-s {item}: expected key=FORMAT, value=FORMAT or FORMAT (both)")
+        for name in (field,) if eq else ("key", "value"):
+            chosen[name].append((f"-s {item}", fmt))
+    out = []
+    for field in ("key", "value"):
+        for option, fmt in chosen[field]:
+            if fmt not in FIELD_FORMATS:
+                raise CliUsageError(f"{option}: unknown format {fmt!r}; choose one of {', '.join(FIELD_FORMATS)}"
+                                    + (" (kcat's pack formats are not supported)" if option.startswith("-s") else ""))
+        formats = {fmt for _, fmt in chosen[field]}
+        if len(formats) > 1:
+            raise CliUsageError(f"the {field} is given two formats: "
+                                f"{' and '.join(f'{o} ({f})' for o, f in chosen[field])}; give one")
+        out.append(formats.pop() if formats else "raw")
+    return out[0], out[1]
+
+
+def _decoding(dd, key_format: str, value_format: str, schemas: list[str] | None, registry_url: str | None):
+    """The record decoding of --key-format/--value-format (None when both are raw), its
+    schemas from the data directory's _schemas, then --schemas, then the registry URL."""
+    if key_format == "raw" and value_format == "raw":
+        if schemas or registry_url:
+            raise CliUsageError("--schemas and --schema-registry need --value-format or --key-format "
+                                "(auto, avro, protobuf or json-schema)")
+        return None
+    from plog.engine.clients.console_io import RecordDecoding
+    from plog.engine.schemas.resolver import open_resolver
+
+    resolver = open_resolver([dd.path], schemas_paths=schemas or (), registry_url=registry_url)
+    return RecordDecoding(resolver, key_format=key_format, value_format=value_format)
+
+
+def _print_records(loop, fmt: str, render, out, decoding=None) -> None:
     """Every record of ``loop`` on ``out`` in ``fmt`` (``json``: one array, closed even
     after an error, so what was written is one JSON document)."""
     import json
@@ -118,7 +186,18 @@ def _print_records(loop, fmt: str, render, out) -> None:
     from .output import JsonArrayWriter
 
     write = out.write
-    if fmt == "text":
+    if fmt == "text" and decoding is not None:
+        value = decoding.value_bytes
+        for rec in loop:
+            write(value(rec) + b"\n")
+    elif fmt == "json" and decoding is not None:
+        array = JsonArrayWriter(write, binary=True, break_first=True)
+        try:
+            for rec in loop:
+                array.add(decoding.jsonl(rec)[:-1])
+        finally:
+            array.close()
+    elif fmt == "text":
         for rec in loop:
             write((rec.value or b"") + b"\n")
     elif fmt == "json":
@@ -174,12 +253,17 @@ def _offset_range(values: list[str] | None):
     return rng
 
 
-def _renderer(fmt: str, json_lines: bool, key_delimiter: str | None, properties: list[str] | None):
+def _renderer(fmt: str, json_lines: bool, key_delimiter: str | None, properties: list[str] | None, decoding=None):
     """The output format and its record renderer (None for text and json, which the loop
     writes itself) from --format and its kcat (-J, -K) and console-consumer (--property)
-    spellings, which exclude one another."""
-    from plog.engine.clients.console_io import (MESSAGE_FORMATTER_PROPERTIES, ConsoleFormat, PropertyError,
-                                                compile_console_format, compile_template, properties_to_settings)
+    spellings, which exclude one another. ``decoding`` (or None) decodes keys and values."""
+    from plog.engine.clients.console_io import (
+        MESSAGE_FORMATTER_PROPERTIES,
+        ConsoleFormat,
+        compile_console_format,
+        compile_template,
+        properties_to_settings,
+    )
     from plog.engine.clients.record_io import format_jsonl
 
     chosen = [what for what, on in (("--format", fmt != "text" and not (json_lines and fmt == "jsonl")),
@@ -188,17 +272,15 @@ def _renderer(fmt: str, json_lines: bool, key_delimiter: str | None, properties:
     if len(chosen) > 1:
         raise CliUsageError(f"{' and '.join(chosen)} each choose the output format: give one of them")
     if json_lines or fmt == "jsonl":
-        return "jsonl", format_jsonl
+        return "jsonl", (format_jsonl if decoding is None else decoding.jsonl)
     if key_delimiter is not None:
         # kcat's -K<delim>: its format "%k<delim>%s\n" (the delimiter's escapes interpreted).
-        return "template", compile_template("%k" + key_delimiter.replace("%", "%%") + "%v\n")
+        return "template", compile_template("%k" + key_delimiter.replace("%", "%%") + "%v\n", decoding)
     if properties:
-        try:
-            settings = properties_to_settings(parse_properties(properties), MESSAGE_FORMATTER_PROPERTIES,
-                                              "kafka-console-consumer's formatter (plog consume --property)")
-        except PropertyError as e:
-            raise CliUsageError(str(e)) from None
-        return "console", compile_console_format(ConsoleFormat(**settings))
+        # An unknown property is a PropertyError, a usage error (exit 2).
+        settings = properties_to_settings(parse_properties(properties), MESSAGE_FORMATTER_PROPERTIES,
+                                          "kafka-console-consumer's formatter (plog consume --property)")
+        return "console", compile_console_format(ConsoleFormat(**settings), decoding)
     if fmt in ("text", "json"):
         return fmt, None
-    return "template", compile_template(fmt)
+    return "template", compile_template(fmt, decoding)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import sys
 from typing import List, Optional
 
 import typer
 
+from .common import is_quiet, schema_registry_option, schemas_option
 from .errors import CliUsageError, PlogCliError
 from .output import JsonArrayWriter, ReportFormat
 from .exit_codes import Outcome
@@ -21,10 +24,16 @@ from .app import app
         "  plog dump --files 00000000000000000000.index,00000000000000000000.timeindex --verify-index-only\n\n"
         "  plog dump --offsets-decoder /var/lib/kafka/__consumer_offsets-7/\n\n"
         "  plog dump --format jsonl --deep-iteration orders-0/00000000000000000000.log | jq .value\n\n"
+        "  plog dump --value-decoder confluent /var/lib/kafka/orders-0/   (Avro/Protobuf/JSON Schema payloads)\n\n"
         "Text output is exactly Kafka's kafka-dump-log.sh output (Kafka 4.x; --kafka-version 3 "
         "for 3.3-3.9). Beyond Kafka: directories and globs, the text checkpoint files "
         "(recovery-point-offset-checkpoint, leader-epoch-checkpoint, partition.metadata, "
         "meta.properties, .kafka_cleanshutdown), hex/base64/json decoders and --format jsonl.\n\n"
+        "--value-decoder confluent (--key-decoder confluent) prints a Confluent-framed Avro, Protobuf or JSON "
+        "Schema payload as its JSON (avro, protobuf, json-schema: only that schema type), with the schemas of "
+        "the _schemas topic in the log directory of the files (the partition folder's parent), then of each "
+        "--schemas PATH, then --schema-registry URL. A payload that does not decode prints as Kafka's string "
+        "decoder prints it; how many did not, and why, ends the run on stderr (exit 0).\n\n"
         "Exit status: 0 success; 1 error (unreadable file, corrupt entry header, and in text output "
         "wherever Kafka's tool dies: an index failing --index-sanity-check, a decoder failing on a record); "
         "2 usage error; 3 with --verify-index-only: an index disagrees with its log (with --format jsonl "
@@ -60,12 +69,17 @@ def dump(
     ),
     key_decoder: Optional[str] = typer.Option(
         None, "--key-decoder", "--key-decoder-class", metavar="DECODER",
-        help="Key decoder: string (default), hex, base64, json, int, long, or a Kafka decoder class name (implies --print-data-log).",
+        help="Key decoder: string (default), hex, base64, json, int, long, confluent, avro, protobuf, json-schema, "
+             "or a Kafka decoder class name (implies --print-data-log).",
     ),
     value_decoder: Optional[str] = typer.Option(
         None, "--value-decoder", "--value-decoder-class", metavar="DECODER",
-        help="Value decoder: string (default), hex, base64, json, int, long, or a Kafka decoder class name (implies --print-data-log).",
+        help="Value decoder: string (default), hex, base64, json, int, long, confluent, avro, protobuf, "
+             "json-schema, or a Kafka decoder class name (implies --print-data-log).",
     ),
+    schemas: Optional[List[str]] = schemas_option("Another log directory whose _schemas topic holds the schemas "
+                                                  "(repeatable; with the confluent decoders)."),
+    schema_registry: Optional[str] = schema_registry_option(),
     output_format: ReportFormat = typer.Option(ReportFormat.text, "--format", "-f", case_sensitive=False,
                                       help="text (Kafka's output), jsonl (one JSON object per file header, batch, "
                                            "record or entry) or json (the same objects as one array)."),
@@ -81,6 +95,9 @@ def dump(
                        verify_index_only=verify_index_only, index_sanity_check=index_sanity_check,
                        max_message_size=max_message_size, max_bytes=max_bytes)
     paths = expand_dump_paths(_paths(files, files_opt))
+    resolver = _schema_resolver(options, paths, schemas, schema_registry)
+    if resolver is not None:
+        options = dataclasses.replace(options, schema_resolver=resolver)
     write = sys.stdout.write
     array = JsonArrayWriter(write) if output_format is ReportFormat.json else None
     out = array.add if array is not None else (lambda line: write(line + "\n"))
@@ -96,9 +113,38 @@ def dump(
         if array is not None:
             array.close()  # even after an error: what was written is still one JSON document
     sys.stdout.flush()
+    if resolver is not None and not is_quiet():
+        for reason, count in sorted(resolver.raw_reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+            err(f"{count} key(s)/value(s) printed undecoded: {reason}")
     if run.problems and (verify_index_only or index_sanity_check):
         return Outcome.PROBLEMS_FOUND
     return Outcome.OK
+
+
+def _schema_resolver(options, paths: list[str], schemas: list[str] | None, registry_url: str | None):
+    """The resolver of the confluent decoders (None without them): the ``_schemas`` of the log
+    directories holding the files (a partition folder's parent), then --schemas, then the URL."""
+    from plog.engine.inspect.dump_decoders import SCHEMA_DECODERS
+
+    if options.record_decoder is not None or not {options.key_decoder, options.value_decoder} & set(SCHEMA_DECODERS):
+        if schemas or registry_url:
+            raise CliUsageError("--schemas and --schema-registry need --value-decoder or --key-decoder confluent "
+                                "(or avro, protobuf, json-schema)")
+        return None
+    from plog.engine.schemas.resolver import open_resolver
+
+    log_dirs = []
+    for path in paths:
+        folder = os.path.dirname(os.path.abspath(path))
+        # Only a partition folder's parent: the parent of any other folder may be a whole disk.
+        if _PARTITION_FOLDER.match(os.path.basename(folder)):
+            log_dir = os.path.dirname(folder)
+            if log_dir not in log_dirs:
+                log_dirs.append(log_dir)
+    return open_resolver(log_dirs, schemas_paths=schemas or (), registry_url=registry_url)
+
+
+_PARTITION_FOLDER = re.compile(r"^.+-\d+(\.[0-9a-f]{32}-(delete|future|stray))?$")
 
 
 def _paths(files: list[str] | None, files_opt: str | None) -> list[str]:
@@ -115,7 +161,7 @@ def _options(output_format: ReportFormat, kafka_version: int, offsets: bool, tra
              cluster_metadata: bool, key_decoder: str | None, value_decoder: str | None, **flags):
     """The dump's options; the checks Click cannot make are usage errors."""
     from plog.engine.inspect.dump import DumpOptions
-    from plog.engine.inspect.dump_decoders import DecoderError, deprecated_decoder_notices, resolve_decoder_name
+    from plog.engine.inspect.dump_decoders import deprecated_decoder_notices, resolve_decoder_name
 
     if kafka_version not in (3, 4):
         raise CliUsageError(f"--kafka-version must be 3 or 4, not {kafka_version}")
@@ -123,11 +169,9 @@ def _options(output_format: ReportFormat, kafka_version: int, offsets: bool, tra
                                     ("cluster-metadata", cluster_metadata)) if on]
     if len(chosen) > 1:
         raise CliUsageError("choose one of --offsets-decoder, --transaction-log-decoder, --cluster-metadata-decoder")
-    try:
-        key_name = resolve_decoder_name(key_decoder) if key_decoder is not None else None
-        value_name = resolve_decoder_name(value_decoder) if value_decoder is not None else None
-    except DecoderError as e:
-        raise CliUsageError(str(e)) from None
+    # An unknown decoder name is a DecoderError, a usage error (exit 2).
+    key_name = resolve_decoder_name(key_decoder) if key_decoder is not None else None
+    value_name = resolve_decoder_name(value_decoder) if value_decoder is not None else None
     return DumpOptions(
         **flags,
         record_decoder=chosen[0] if chosen else None,

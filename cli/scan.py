@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import DEFAULT_DATA_DIR, quiet_option
+from .common import DEFAULT_DATA_DIR, quiet_option, schemas_option
 
 from .errors import PlogCliError
 from .exit_codes import Outcome
@@ -39,6 +39,7 @@ EPILOG = (
     "  plog scan --spark --master spark://host:7077 /mnt/shared/kafka --format json\n\n"
     "  plog scan DIR --key order-42 --time-range @2026-11-01:@2026-11-02     search (jsonl on stdout)\n\n"
     "  plog scan DIR --spark --value-contains ERROR --output /tmp/errors.parquet\n\n"
+    "  plog scan DIR --where \"value.customer.id = 42 and value.status != 'PAID'\"   decoded Avro/Protobuf/JSON\n\n"
     "  plog scan DIR --mode verify --spark                  plog verify's checks, one task per partition\n\n"
     "  plog scan DIR --spark --sql \"SELECT topic, count(*) FROM records GROUP BY topic\"\n\n"
     "Modes: stats (default): per partition replica, records, batches, bytes, offset and time ranges, "
@@ -48,6 +49,12 @@ EPILOG = (
     "verify. sql (implied by --sql, needs --spark): views `records` and `batches` with the plog data "
     "source's columns. --offset-range and --time-range apply to stats and search and are pushed down to "
     "segment selection through file names and the indexes.\n\n"
+    "--where (search): conditions on Confluent-framed keys and values decoded with the _schemas topic found "
+    "under PATH (and --schemas PATH): PATH OP LITERAL joined by 'and'; PATH is key or value then .field "
+    "names (a \"quoted\" name for other characters) into the JSON plog consume --value-format auto prints "
+    "(an Avro union branch {\"string\": \"x\"} compares as its value); OP is = != < <= > >=; LITERAL a "
+    "number, 'text' or \"text\", null, true or false. < <= > >= compare numbers with numbers and text with "
+    "text. A condition on a missing field, or on a key or value that does not decode, is false.\n\n"
     "Without PATH, the data directory ($PLOG_DATA_DIR or ./plog-data) is scanned. On a terminal the stats "
     "table fits its width ($COLUMNS, or the terminal's), leaving out the least needed columns first "
     "(RECORD_SIZE, PRODUCERS, CODECS, ...; stderr names them); --wide shows every column, and a pipe, json, "
@@ -130,6 +137,16 @@ def _headers(items: Optional[List[str]]):
     return tuple(out)
 
 
+# Options whose help is long, declared apart so that scan's signature stays readable.
+_OUTPUT_OPTION = typer.Option(None, "--output", "-o", metavar="PATH",
+                              help="search: write results here instead of stdout (a Parquet directory, or JSON lines "
+                                   "with --output-format jsonl). Parquet output skips damaged batches without naming "
+                                   "them: --mode verify does.")
+_WIDE_OPTION = typer.Option(False, "--wide", "-w",
+                            help="stats table: every column, however wide (by default the least needed columns are "
+                                 "left out to fit the terminal).")
+
+
 @app.command(epilog=EPILOG)
 def scan(
     paths: Optional[List[str]] = typer.Argument(None, metavar="PATH...",
@@ -167,21 +184,20 @@ def scan(
     header: Optional[List[str]] = typer.Option(None, "--header", metavar="KEY=VALUE",
                                                help="search: records with this header (repeatable: all must be "
                                                     "present)."),
+    where: Optional[str] = typer.Option(None, "--where", metavar="EXPR",
+                                        help="search: conditions on decoded keys and values (see below)."),
+    schemas: Optional[List[str]] = schemas_option("search --where: another log directory holding _schemas "
+                                                  "(repeatable)."),
     sql_query: Optional[str] = typer.Option(None, "--sql", metavar="QUERY",
                                             help="sql: a Spark SQL query over the views `records` and `batches`."),
-    output: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH",
-                                         help="search: write results here instead of stdout (a Parquet directory, "
-                                              "or JSON lines with --output-format jsonl). Parquet output skips "
-                                              "damaged batches without naming them: --mode verify does."),
+    output: Optional[str] = _OUTPUT_OPTION,
     output_format: Optional[SearchOutput] = typer.Option(None, "--output-format", case_sensitive=False,
                                                          help="search with --output: parquet (default, needs "
                                                               "--spark) or jsonl."),
     overwrite: bool = typer.Option(False, "--overwrite", help="search: replace an existing --output."),
     fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f", case_sensitive=False,
                                    help="stats, sql, verify: table (verify: its text lines), json, jsonl or csv."),
-    wide: bool = typer.Option(False, "--wide", "-w",
-                              help="stats table: every column, however wide (by default the least needed "
-                                   "columns are left out to fit the terminal)."),
+    wide: bool = _WIDE_OPTION,
     max_findings: int = typer.Option(100, "--max-findings", min=0,
                                      help="verify: at most this many findings of one check per file (0: all)."),
     quiet: bool = quiet_option("No summary line and no progress bar."),
@@ -193,13 +209,13 @@ def scan(
 
     # As recover and verify: no PATH is the data directory (--data-dir, $PLOG_DATA_DIR, ./plog-data).
     paths = list(paths) if paths else [data_dir or resolve_path(None)]
-    search_given = key is not None or key_hex is not None or value_contains is not None \
-        or value_contains_hex is not None or bool(header)
+    search_given = any(v is not None for v in (key, key_hex, value_contains, value_contains_hex, where)) or bool(header)
     mode, use_spark, out_kind = _mode(mode, search_given, sql_query, output, output_format, spark, master, conf,
                                       jobs, offset_range or time_range or topics)
     spark_conf = parse_key_values(conf, "--conf")
     unit_bytes = parse_size(unit_size, "--unit-size") if unit_size is not None else None
-    flt = _filter(topics, offset_range, time_range, key, key_hex, value_contains, value_contains_hex, header)
+    flt = _where(_filter(topics, offset_range, time_range, key, key_hex, value_contains, value_contains_hex, header),
+                 where, paths, schemas)
     _check_paths(paths, output, overwrite)
     local_jobs = jobs or os.cpu_count() or 1
     started = time.monotonic()
@@ -207,10 +223,13 @@ def scan(
                    unit_bytes, fmt, quiet, wide=wide, max_findings=max_findings, output=output, out_kind=out_kind,
                    overwrite=overwrite, sql_query=sql_query)
     if not quiet:
-        where = f"Spark ({master or 'local[*]'})" if use_spark else \
-            f"{local_jobs} process{'es' * (local_jobs != 1)}"
-        sys.stderr.write(f"plog scan: {mode.value} done in {time.monotonic() - started:.1f}s on {where}\n")
+        _say_done(mode, f"Spark ({master or 'local[*]'})" if use_spark else f"{local_jobs} process{'es' * (local_jobs != 1)}",
+                  started)
     return outcome
+
+
+def _say_done(mode: ScanMode, where: str, started: float) -> None:
+    sys.stderr.write(f"plog scan: {mode.value} done in {time.monotonic() - started:.1f}s on {where}\n")
 
 
 def _check_paths(paths: list[str], output: str | None, overwrite: bool) -> None:
@@ -224,21 +243,19 @@ def _check_paths(paths: list[str], output: str | None, overwrite: bool) -> None:
 def _run(mode: ScanMode, paths, flt, spark_run, jobs: int, unit_bytes, fmt: ListFormat, quiet: bool, *,
          wide: bool, max_findings: int, output, out_kind, overwrite: bool, sql_query) -> Outcome:
     """Plan the work units (verify plans its own) and run ``mode`` over them."""
-    from plog.engine.storage.discovery import NotAKafkaPathError
-    from plog.engine.inspect.scan import ScanError, plan_scan
+    from plog.engine.inspect.scan import plan_scan
 
-    try:
-        if mode is ScanMode.verify:
-            return _verify(paths, spark_run, jobs, fmt, max_findings, quiet)
-        plan = plan_scan(paths, flt, unit_bytes=unit_bytes,
-                         parallelism=spark_run.parallelism if spark_run is not None else jobs)
-        if mode is ScanMode.stats:
-            return _stats(plan, flt, spark_run, jobs, fmt, quiet, wide)
-        if mode is ScanMode.search:
-            return _search(paths, plan, flt, spark_run, jobs, output, out_kind, overwrite, unit_bytes, quiet)
-        return _sql(paths, flt, sql_query, spark_run, unit_bytes, fmt)
-    except (NotAKafkaPathError, ScanError) as e:
-        raise PlogCliError(str(e)) from e
+    # A path that is not Kafka's or a scan that cannot be planned (ScanError) is an engine
+    # error: cli/app.py prints its one line and exits 1.
+    if mode is ScanMode.verify:
+        return _verify(paths, spark_run, jobs, fmt, max_findings, quiet)
+    plan = plan_scan(paths, flt, unit_bytes=unit_bytes,
+                     parallelism=spark_run.parallelism if spark_run is not None else jobs)
+    if mode is ScanMode.stats:
+        return _stats(plan, flt, spark_run, jobs, fmt, quiet, wide)
+    if mode is ScanMode.search:
+        return _search(paths, plan, flt, spark_run, jobs, output, out_kind, overwrite, unit_bytes, quiet)
+    return _sql(paths, flt, sql_query, spark_run, unit_bytes, fmt)
 
 
 def _mode(mode, search_given: bool, sql_query, output, output_format, spark: bool, master, conf, jobs,
@@ -252,7 +269,8 @@ def _mode(mode, search_given: bool, sql_query, output, output_format, spark: boo
     if mode is ScanMode.sql and sql_query is None:
         raise typer.BadParameter("--mode sql needs a query: --sql \"SELECT ...\"", param_hint="--sql")
     if search_given and mode is not ScanMode.search:
-        raise typer.BadParameter(f"--key/--value-contains/--header filter records: use them with --mode search, "
+        raise typer.BadParameter(f"--key/--value-contains/--header/--where filter records: use them with --mode "
+                                 f"search, "
                                  f"not {mode.value}", param_hint="--mode")
     if (output is not None or output_format is not None) and mode is not ScanMode.search:
         raise typer.BadParameter("--output and --output-format are for --mode search", param_hint="--output")
@@ -284,6 +302,30 @@ def _filter(topics, offset_range, time_range, key, key_hex, value_contains, valu
                       time_hi=time_hi, key=_binary(key, key_hex, "--key"),
                       value_contains=_binary(value_contains, value_contains_hex, "--value-contains"),
                       headers=_headers(header))
+
+
+def _where(flt, where: str | None, paths: list[str], schemas: list[str] | None):
+    """``flt`` with --where, its schemas from the scanned paths' and --schemas' _schemas topic
+    (``flt`` itself without either)."""
+    import dataclasses
+
+    from plog.engine.errors import ScanError
+    from plog.engine.inspect.scan_filter import parse_where
+
+    if where is None and not schemas:
+        return flt
+    if where is None:
+        raise typer.BadParameter("--schemas is for --where", param_hint="--schemas")
+    try:
+        parse_where(where)
+    except ScanError as e:
+        raise typer.BadParameter(str(e).removeprefix("--where "), param_hint="--where") from None
+    if schemas:
+        from plog.engine.schemas.resolver import open_resolver
+
+        open_resolver(schemas_paths=schemas)  # each must hold _schemas: say so now, not in every worker
+    return dataclasses.replace(flt, where=where, schema_paths=tuple(os.path.abspath(p) for p in
+                                                                    list(paths) + list(schemas or ())))
 
 
 class _SparkRun:

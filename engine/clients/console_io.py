@@ -20,12 +20,18 @@ binary-safe JSON lines are engine.clients.record_io's.)
 
 from __future__ import annotations
 
+import json
 import struct
+from collections import Counter
 from dataclasses import dataclass
+from json.encoder import encode_basestring as _json_str  # C; the ensure_ascii=False escaping
 from typing import Callable
 
+from plog.formats.binary_json import encode_bytes, encode_headers
+from plog.formats.schema_registry import AVRO, JSON, PROTOBUF
+
 from plog.engine.clients.record_io import ConsumerRecord, ProducerRecord
-from plog.engine.errors import EngineError, InputRecordError
+from plog.engine.errors import InputRecordError, PropertyError, TemplateError
 
 
 def _show(raw: bytes, limit: int = 200) -> str:
@@ -180,10 +186,6 @@ class LineParser:
 # -- text templates (kcat -f) ------------------------------------------------------------
 
 
-class TemplateError(EngineError, ValueError):
-    """A ``--template`` format string with an unknown ``%`` token or a bad escape."""
-
-
 #: ``plog consume``'s text output: the value of each record on its own line, as
 #: kafka-console-consumer prints by default.
 DEFAULT_TEMPLATE = "%v\n"
@@ -306,11 +308,15 @@ def _unescape(text: str, template: str) -> bytes:
     return bytes(out)
 
 
-def template_parts(fmt: str) -> list[bytes | Callable[[ConsumerRecord], bytes]]:
+def template_parts(fmt: str,
+                   decoding: "RecordDecoding | None" = None) -> list[bytes | Callable[[ConsumerRecord], bytes]]:
     """A template as a list of literal byte strings and field getters, adjacent literals
     merged. Raises :class:`TemplateError` for an unknown ``%x`` token, a ``%`` at the end
-    (kcat's "Empty formatter") or a ``\\x`` without hex digits."""
+    (kcat's "Empty formatter") or a ``\\x`` without hex digits. With ``decoding``, ``%k``
+    and ``%v`` (``%s``) print decoded keys and values as JSON text (lengths stay the bytes')."""
     parts: list[bytes | Callable[[ConsumerRecord], bytes]] = []
+    tokens = TEMPLATE_TOKENS if decoding is None else {**TEMPLATE_TOKENS, "k": decoding.key_bytes,
+                                                       "v": decoding.value_bytes, "s": decoding.value_bytes}
 
     def literal(data: bytes) -> None:
         if not data:
@@ -333,22 +339,22 @@ def template_parts(fmt: str) -> list[bytes | Callable[[ConsumerRecord], bytes]]:
         token = fmt[j + 1]
         if token == "%":
             literal(b"%")
-        elif token in TEMPLATE_TOKENS:
-            parts.append(TEMPLATE_TOKENS[token])
+        elif token in tokens:
+            parts.append(tokens[token])
         else:
             raise TemplateError(f"unknown template token '%{token}' in {fmt!r}; tokens: {TEMPLATE_HELP}")
         i = j + 2
 
 
-def compile_template(fmt: str) -> Callable[[ConsumerRecord], bytes]:
+def compile_template(fmt: str, decoding: "RecordDecoding | None" = None) -> Callable[[ConsumerRecord], bytes]:
     """Compile a kcat-style format string once into a function ``record -> bytes``.
 
     Tokens: see :data:`TEMPLATE_HELP`. As in kcat, a null key or value prints as nothing
     (``%K``/``%S`` tell null, -1, from empty, 0), a null header value as ``NULL``, and
     escapes are interpreted in the literal text only. Raises :class:`TemplateError` at
-    compile time for an unknown token.
+    compile time for an unknown token. ``decoding``: see :func:`template_parts`.
     """
-    parts = template_parts(fmt)
+    parts = template_parts(fmt, decoding)
     if not parts:
         return lambda rec: b""
     if len(parts) == 1:
@@ -368,11 +374,6 @@ def compile_template(fmt: str) -> Callable[[ConsumerRecord], bytes]:
 
 
 # -- console tools' --property settings ------------------------------------------------------
-
-
-class PropertyError(EngineError, ValueError):
-    """A ``--property NAME=VALUE`` the console tool's reader or formatter does not have, or a
-    value it cannot take (a boolean property that is not true or false)."""
 
 
 #: kafka-console-producer's ``LineMessageReader`` properties, as :class:`LineParser` keywords.
@@ -444,13 +445,15 @@ class ConsoleFormat:
     null_literal: bytes = b"null"
 
 
-def compile_console_format(fmt: ConsoleFormat) -> Callable[[ConsumerRecord], bytes]:
+def compile_console_format(fmt: ConsoleFormat,
+                           decoding: "RecordDecoding | None" = None) -> Callable[[ConsumerRecord], bytes]:
     """A function ``record -> bytes`` writing what ``DefaultMessageFormatter.writeTo`` writes:
     the chosen columns in the order timestamp (``CreateTime:<ms>``, ``LogAppendTime:<ms>`` or
     ``NO_TIMESTAMP``), ``Partition:<p>``, ``Offset:<o>``, headers (``k:v`` joined by
     ``headers_separator``, or ``NO_HEADERS``), key, value; ``key_separator`` between columns
     and ``line_separator`` after the last one (nothing at all when no column is chosen). A
-    null key, value or header value is ``null_literal``."""
+    null key, value or header value is ``null_literal``. With ``decoding``, decoded keys and
+    values are written as their JSON text."""
     null = fmt.null_literal
     hsep = fmt.headers_separator
 
@@ -466,10 +469,14 @@ def compile_console_format(fmt: ConsoleFormat) -> Callable[[ConsumerRecord], byt
                          for k, v in r.headers)
 
     def key(r: ConsumerRecord) -> bytes:
-        return null if r.key is None else bytes(r.key)
+        if r.key is None:
+            return null
+        return bytes(r.key) if decoding is None else decoding.key_bytes(r)
 
     def value(r: ConsumerRecord) -> bytes:
-        return null if r.value is None else bytes(r.value)
+        if r.value is None:
+            return null
+        return bytes(r.value) if decoding is None else decoding.value_bytes(r)
 
     columns = [getter for on, getter in (
         (fmt.print_timestamp, timestamp),
@@ -490,16 +497,106 @@ def compile_console_format(fmt: ConsoleFormat) -> Callable[[ConsumerRecord], byt
     return render
 
 
+# -- Confluent-framed keys and values decoded (plog consume --key-format/--value-format) ----------
+
+#: ``--key-format`` / ``--value-format`` choices: ``raw`` shows the bytes; ``auto`` decodes
+#: whatever schema a Confluent frame names; the others decode only that schema type.
+FIELD_FORMATS = ("auto", "raw", "avro", "protobuf", "json-schema")
+_EXPECT = {"auto": None, "avro": AVRO, "protobuf": PROTOBUF, "json-schema": JSON}
+
+
+class RecordDecoding:
+    """Keys and values of records decoded with a schema resolver
+    (:class:`plog.engine.schemas.resolver.SchemaResolver`), each field by its format
+    (:data:`FIELD_FORMATS`; ``raw`` leaves that field alone).
+
+    A null key or value stays null (it is not a decoding failure). A key or value that does
+    not decode is shown raw; :attr:`raw_counts` counts them by ``(field, reason)`` for the
+    summary after a run. Each record is decoded once however many times it is shown.
+    """
+
+    def __init__(self, resolver, *, key_format: str = "raw", value_format: str = "raw"):
+        for fmt in (key_format, value_format):
+            if fmt not in FIELD_FORMATS:
+                raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FIELD_FORMATS)}")
+        self.resolver = resolver
+        self.key_format = key_format
+        self.value_format = value_format
+        #: ``(field, reason) -> count`` of keys ("key") and values ("value") shown raw.
+        self.raw_counts: Counter = Counter()
+        self._last: tuple | None = None
+
+    def decoded(self, rec: ConsumerRecord):
+        """``(key, value)`` of ``rec``: each a resolver ``Decoded``, or None when that field is
+        not decoded (format ``raw``, or null)."""
+        last = self._last
+        if last is not None and last[0] is rec:
+            return last[1]
+        out = (self._decode("key", rec.key, rec.headers, self.key_format),
+               self._decode("value", rec.value, rec.headers, self.value_format))
+        self._last = (rec, out)
+        return out
+
+    def _decode(self, field: str, data, headers, fmt: str):
+        if fmt == "raw" or data is None:
+            return None
+        found = self.resolver.decode(bytes(data), headers, is_key=field == "key", expect=_EXPECT[fmt])
+        if found.json is None:
+            self.raw_counts[(field, found.reason)] += 1
+        return found
+
+    def key_bytes(self, rec: ConsumerRecord) -> bytes:
+        """The key as a template prints it: its JSON text when decoded, else its bytes."""
+        found = self.decoded(rec)[0]
+        if found is not None and found.json is not None:
+            return found.json.encode("utf-8")
+        return b"" if rec.key is None else bytes(rec.key)
+
+    def value_bytes(self, rec: ConsumerRecord) -> bytes:
+        """The value as a template prints it: its JSON text when decoded, else its bytes."""
+        found = self.decoded(rec)[1]
+        if found is not None and found.json is not None:
+            return found.json.encode("utf-8")
+        return b"" if rec.value is None else bytes(rec.value)
+
+    def jsonl(self, rec: ConsumerRecord) -> bytes:
+        """``format_jsonl``'s line, with a decoded key or value as a JSON value (not a string)
+        followed by ``key_schema_id``/``value_schema_id`` (the id, or the GUID as a string),
+        and a key or value that does not decode in the binary-safe encoding followed by
+        ``key_decode_error``/``value_decode_error`` (the reason)."""
+        key, value = self.decoded(rec)
+        line = (f'{{"topic":{_json_str(rec.topic)},"partition":{rec.partition},"offset":{rec.offset},'
+                f'"timestamp":{rec.timestamp},"timestamp_type":{_json_str(rec.timestamp_type)},'
+                f'"key":{_field_json("key", rec.key, key)},"value":{_field_json("value", rec.value, value)},'
+                f'"headers":{json.dumps(encode_headers(rec.headers), ensure_ascii=False, separators=(",", ":"))}}}\n')
+        return line.encode("utf-8")
+
+    def summary(self) -> list[str]:
+        """One line per reason keys or values were shown raw, most frequent first."""
+        return [f"{count} {field}(s) shown raw: {reason}"
+                for (field, reason), count in sorted(self.raw_counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def _field_json(field: str, data, found) -> str:
+    if found is None:
+        return json.dumps(encode_bytes(None if data is None else bytes(data)), ensure_ascii=False)
+    if found.json is not None:
+        carrier = found.schema_id if found.schema_id is not None else str(found.guid)
+        return f'{found.json},"{field}_schema_id":{json.dumps(carrier)}'
+    return (f'{json.dumps(encode_bytes(bytes(data)), ensure_ascii=False)},'
+            f'"{field}_decode_error":{json.dumps(found.reason, ensure_ascii=False)}')
+
+
 __all__ = [
     "DEFAULT_TEMPLATE",
+    "FIELD_FORMATS",
+    "RecordDecoding",
     "TEMPLATE_HELP",
     "TEMPLATE_TOKENS",
     "ConsoleFormat",
     "LINE_READER_PROPERTIES",
     "LineParser",
     "MESSAGE_FORMATTER_PROPERTIES",
-    "PropertyError",
-    "TemplateError",
     "compile_console_format",
     "compile_template",
     "properties_to_settings",

@@ -10,6 +10,10 @@ values for ``--format jsonl`` (nested objects for the internal-topic decoders).
 * ``int`` / ``long`` (``IntegerDecoder`` / ``LongDecoder``): a big-endian int32 / int64
   read from the first 4 / 8 bytes.
 * ``hex``, ``base64``, ``json``: plog's own (binary-safe or pretty views; not Kafka's).
+* ``confluent`` (any schema type), ``avro``, ``protobuf``, ``json-schema`` (only that type):
+  a Confluent-framed key or value decoded with its schema (plog's, with a
+  :class:`~plog.engine.schemas.resolver.SchemaResolver`), printed as JSON; one that does not
+  decode is printed as the string decoder prints it, and the resolver counts the reason.
 * ``offsets``, ``transaction-log``, ``cluster-metadata``: Kafka's internal-topic decoders
   (``--offsets-decoder`` and friends). Their text depends on the Kafka version whose
   output is reproduced (``kafka_version`` 4 or 3, kafka-format.md §19.7).
@@ -25,6 +29,7 @@ from typing import Any, Callable
 
 from plog.formats.errors import FormatError
 from plog.formats.java import utf8_decode as java_utf8_decode
+from plog.engine.errors import DecoderError
 
 #: Kafka's decoder class names, accepted by ``--key-decoder-class``/``--value-decoder-class``.
 KAFKA_DECODER_CLASSES = {
@@ -43,11 +48,9 @@ DEPRECATED_DECODER_CLASSES = {
     "kafka.serializer.LongDecoder": "org.apache.kafka.tools.api.LongDecoder",
 }
 BYTES_DECODERS = ("string", "hex", "base64", "json", "int", "long")
+#: Decoders of Confluent-framed keys and values, each the schema type it accepts (None: any).
+SCHEMA_DECODERS = {"confluent": None, "avro": "AVRO", "protobuf": "PROTOBUF", "json-schema": "JSON"}
 RECORD_DECODERS = ("offsets", "transaction-log", "cluster-metadata")
-
-
-class DecoderError(ValueError):
-    """An unknown decoder name."""
 
 
 def _java_int(raw: bytes, size: int, what: str) -> int:
@@ -89,9 +92,9 @@ def _bytes_json(name: str, raw: bytes) -> Any:
 
 def resolve_decoder_name(name: str) -> str:
     name = KAFKA_DECODER_CLASSES.get(name, name)
-    if name not in BYTES_DECODERS:
+    if name not in BYTES_DECODERS and name not in SCHEMA_DECODERS:
         raise DecoderError(
-            f"unknown decoder {name!r}: choose one of {', '.join(BYTES_DECODERS)} "
+            f"unknown decoder {name!r}: choose one of {', '.join(BYTES_DECODERS + tuple(SCHEMA_DECODERS))} "
             f"or a Kafka class ({', '.join(KAFKA_DECODER_CLASSES)})"
         )
     return name
@@ -131,6 +134,50 @@ class Decoder:
     @property
     def is_default(self) -> bool:
         return self.key_name == "string" and self.value_name == "string"
+
+
+class SchemaDecoder(Decoder):
+    """Keys and/or values decoded with ``resolver`` (a ``SchemaResolver``) where their decoder
+    is one of :data:`SCHEMA_DECODERS`; the other side keeps its bytes decoder. A key or value
+    that does not decode prints as Kafka's ``StringDecoder`` prints it (the resolver's
+    ``raw_reasons`` says why, for the end-of-run report); a null one stays null."""
+
+    def __init__(self, key: str, value: str, resolver):
+        self.key_name = resolve_decoder_name(key)
+        self.value_name = resolve_decoder_name(value)
+        self.resolver = resolver
+
+    @property
+    def is_default(self) -> bool:
+        return False
+
+    def _side(self, name: str, data, headers, is_key: bool) -> tuple[Any, bool]:
+        """(text, decoded) of one side: the JSON text when decoded, else the bytes decoder's text."""
+        if data is None:
+            return None, False
+        data = bytes(data)
+        if name in SCHEMA_DECODERS:
+            text, _warning = self.resolver.render(data, headers, is_key=is_key, expect=SCHEMA_DECODERS[name])
+            if text is not None:
+                return text, True
+            return java_utf8_decode(data), False
+        return BYTES_TEXT[name](data), False
+
+    def decode(self, record) -> tuple[str | None, str | None]:
+        headers = record.headers
+        return (self._side(self.key_name, record.key, headers, True)[0],
+                self._side(self.value_name, record.value, headers, False)[0])
+
+    def decode_json(self, record) -> tuple[Any, Any]:
+        headers = record.headers
+        out = []
+        for name, data, is_key in ((self.key_name, record.key, True), (self.value_name, record.value, False)):
+            if name not in SCHEMA_DECODERS:
+                out.append(None if data is None else _bytes_json(name, bytes(data)))
+                continue
+            text, decoded = self._side(name, data, headers, is_key)
+            out.append(json.loads(text) if decoded else text)
+        return out[0], out[1]
 
 
 class _RecordDecoder(Decoder):
@@ -235,8 +282,14 @@ def _parsed(pair: tuple[str | None, str | None]) -> tuple[Any, Any]:
     return out[0], out[1]
 
 
-def make_decoder(record_decoder: str | None, key: str = "string", value: str = "string", kafka_version: int = 4) -> Decoder:
+def make_decoder(record_decoder: str | None, key: str = "string", value: str = "string", kafka_version: int = 4,
+                 schema_resolver=None) -> Decoder:
+    """The decoder of ``plog dump``'s options; ``schema_resolver`` for the :data:`SCHEMA_DECODERS`."""
     if record_decoder is None:
+        if key in SCHEMA_DECODERS or value in SCHEMA_DECODERS:
+            if schema_resolver is None:
+                raise DecoderError(f"the {key if key in SCHEMA_DECODERS else value} decoder needs schemas")
+            return SchemaDecoder(key, value, schema_resolver)
         return Decoder(key, value)
     if record_decoder == "offsets":
         return OffsetsDecoder(kafka_version)
@@ -252,10 +305,11 @@ __all__ = [
     "ClusterMetadataDecoder",
     "DEPRECATED_DECODER_CLASSES",
     "Decoder",
-    "DecoderError",
     "KAFKA_DECODER_CLASSES",
     "OffsetsDecoder",
     "RECORD_DECODERS",
+    "SCHEMA_DECODERS",
+    "SchemaDecoder",
     "TransactionLogDecoder",
     "deprecated_decoder_notices",
     "make_decoder",

@@ -4,7 +4,7 @@ choices (the Kafka version whose text is reproduced, text or JSON lines)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from plog.engine.inspect.dump_decoders import Decoder, make_decoder
 
@@ -34,6 +34,9 @@ class DumpOptions:
     #: ``kafka.serializer`` decoder class given (value decoder first), see
     #: :func:`~plog.engine.inspect.dump_decoders.deprecated_decoder_notices`.
     decoder_notices: tuple[str, ...] = ()
+    #: The ``SchemaResolver`` of the ``confluent``/``avro``/``protobuf``/``json-schema``
+    #: key and value decoders (None without them); its ``raw_reasons`` count what it left raw.
+    schema_resolver: Any = None
 
     @property
     def should_print_data_log(self) -> bool:
@@ -46,7 +49,7 @@ class DumpOptions:
 
     def decoder(self) -> Decoder:
         return make_decoder(self.record_decoder, self.key_decoder or "string", self.value_decoder or "string",
-                            self.kafka_version)
+                            self.kafka_version, self.schema_resolver)
 
 
 __all__ = ["DEFAULT_MAX_MESSAGE_SIZE", "DumpOptions", "Line"]

@@ -1,6 +1,23 @@
 """What a scan keeps: :class:`ScanFilter` (topics, offset and time ranges, record predicates),
 and how it travels to Spark executors as data source options.
 
+``--where`` is a small predicate language on decoded Confluent-framed keys and values
+(:func:`parse_where`)::
+
+    where    := cond ("and" cond)*
+    cond     := path op literal
+    path     := ("key" | "value") ("." name)*      name: [A-Za-z_][A-Za-z0-9_-]* or "quoted"
+    op       := = | != | < | <= | > | >=
+    literal  := number | 'text' | "text" | null | true | false
+
+A path walks the decoded value's JSON (as ``plog consume --value-format auto`` prints it); a
+one-key object such as Avro's union branch ``{"string": "x"}`` compares as its value, and text
+of digits (Protobuf's 64-bit integers) as a number when compared with one. ``=``/``!=``
+compare numbers with numbers, text with text, booleans and null exactly; ``<``... only numbers
+with numbers and text with text. A condition on a missing path, or on a record whose key or
+value does not decode, is false (so such records never match). The schemas come from the
+``_schemas`` topic under ``schema_paths``, resolved once per process.
+
 The offset and time ranges are also pushed down to segment selection by the planner
 (:mod:`plog.engine.inspect.scan_plan`); every record is still checked with
 :meth:`ScanFilter.matches`.
@@ -8,13 +25,147 @@ The offset and time ranges are also pushed down to segment selection by the plan
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-from plog.engine.errors import EngineError
+from plog.engine.errors import ScanError
 
 
-class ScanError(EngineError, ValueError):
-    """A scan could not be planned or run (bad filter, no such path)."""
+class Condition(NamedTuple):
+    """One ``path op literal`` of a ``--where``: ``field`` is "key" or "value"."""
+
+    field: str
+    path: tuple[str, ...]
+    op: str
+    literal: Any
+
+
+_TOKEN = re.compile(r"""\s*(?:(?P<op><=|>=|!=|=|<|>)|(?P<dot>\.)|(?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
+                        |(?P<num>-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)|(?P<word>[A-Za-z_][A-Za-z0-9_-]*))""", re.X)
+_LITERAL_WORDS = {"null": None, "true": True, "false": False}
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out, pos = [], 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            at = len(text) - len(text[pos:].lstrip())
+            raise ScanError(f"--where: cannot read {text[at:]!r} (at character {at + 1})")
+        kind = m.lastgroup
+        out.append((kind, m.group(kind)))
+        pos = m.end()
+    return out
+
+
+def _unquote(token: str) -> str:
+    return re.sub(r"\\(.)", r"\1", token[1:-1])
+
+
+def parse_where(text: str) -> tuple[Condition, ...]:
+    """The conditions of a ``--where`` expression (module docstring), all to hold. Raises
+    :class:`ScanError` naming what it cannot read."""
+    tokens = _tokens(text)
+    conditions, i = [], 0
+
+    def expected(what: str):
+        got = tokens[i][1] if i < len(tokens) else "the end"
+        return ScanError(f"--where {text!r}: expected {what}, got {got!r}")
+
+    while True:
+        if i >= len(tokens) or tokens[i] not in (("word", "key"), ("word", "value")):
+            raise expected("a path starting with key or value (value.customer.id)")
+        field, path = tokens[i][1], []
+        i += 1
+        while i < len(tokens) and tokens[i][0] == "dot":
+            i += 1
+            if i >= len(tokens) or tokens[i][0] not in ("word", "str"):
+                raise expected("a field name after '.'")
+            path.append(tokens[i][1] if tokens[i][0] == "word" else _unquote(tokens[i][1]))
+            i += 1
+        if i >= len(tokens) or tokens[i][0] != "op":
+            raise expected("one of = != < <= > >=")
+        op = tokens[i][1]
+        i += 1
+        if i >= len(tokens):
+            raise expected("a number, 'text', null, true or false")
+        kind, token = tokens[i]
+        if kind == "num":
+            literal: Any = float(token) if any(c in token for c in ".eE") else int(token)
+        elif kind == "str":
+            literal = _unquote(token)
+        elif kind == "word" and token in _LITERAL_WORDS:
+            literal = _LITERAL_WORDS[token]
+        else:
+            raise expected("a number, 'text', null, true or false")
+        if op not in ("=", "!=") and (literal is None or isinstance(literal, bool)):
+            raise ScanError(f"--where {text!r}: {op} compares numbers or text, not {token}")
+        conditions.append(Condition(field, tuple(path), op, literal))
+        i += 1
+        if i == len(tokens):
+            return tuple(conditions)
+        if tokens[i] != ("word", "and"):
+            raise expected("'and' or the end")
+        i += 1
+
+
+_MISSING = object()
+
+
+def _walk(value: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        if isinstance(value, dict) and name not in value and len(value) == 1:
+            value = next(iter(value.values()))  # through a union branch: value.ship_to.city
+        if not isinstance(value, dict) or name not in value:
+            return _MISSING
+        value = value[name]
+    if isinstance(value, dict) and len(value) == 1:
+        value = next(iter(value.values()))  # an Avro union branch compares as its value
+    return value
+
+
+_INTEGER_TEXT = re.compile(r"-?[0-9]+")
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def holds(cond: Condition, value: Any) -> bool:
+    """Whether ``cond`` holds on a decoded key or value (its JSON as Python objects)."""
+    got = _walk(value, cond.path)
+    if got is _MISSING:
+        return False
+    lit, op = cond.literal, cond.op
+    if isinstance(got, str) and _number(lit) and _INTEGER_TEXT.fullmatch(got):
+        got = int(got)  # Protobuf's JSON mapping writes 64-bit integers as strings
+    if op in ("=", "!="):
+        same_kind = (_number(got) and _number(lit)) or type(got) is type(lit)
+        equal = same_kind and (got == lit if not (_number(got) and math.isnan(got)) else False)
+        return equal if op == "=" else not equal
+    if not ((_number(got) and _number(lit)) or (isinstance(got, str) and isinstance(lit, str))):
+        return False
+    return {"<": got < lit, "<=": got <= lit, ">": got > lit, ">=": got >= lit}[op]
+
+
+#: Per process: ``(where, schema_paths) -> (conditions, resolver)``, built on first use
+#: (a filter travels to worker processes and executors as plain data).
+_COMPILED: dict = {}
+
+
+def _compiled(where: str, schema_paths: tuple[str, ...]):
+    key = (where, schema_paths)
+    found = _COMPILED.get(key)
+    if found is None:
+        from plog.engine.schemas.resolver import open_resolver
+
+        found = _COMPILED[key] = (parse_where(where), open_resolver(schema_paths))
+    return found
 
 
 @dataclass(frozen=True)
@@ -34,6 +185,10 @@ class ScanFilter:
     key: bytes | None = None
     value_contains: bytes | None = None
     headers: tuple[tuple[str, bytes | None], ...] = ()
+    #: A ``--where`` expression on decoded keys and values (module docstring), and the
+    #: directories whose ``_schemas`` topic decodes them.
+    where: str | None = None
+    schema_paths: tuple[str, ...] = ()
 
     @property
     def has_offset_range(self) -> bool:
@@ -45,7 +200,7 @@ class ScanFilter:
 
     @property
     def has_record_predicate(self) -> bool:
-        return self.key is not None or self.value_contains is not None or bool(self.headers)
+        return self.key is not None or self.value_contains is not None or bool(self.headers) or bool(self.where)
 
     def wants_topic(self, topic: str) -> bool:
         return self.topics is None or topic in self.topics
@@ -72,6 +227,23 @@ class ScanFilter:
         for hk, hv in self.headers:
             if not any(k == hk and (v if v is None else bytes(v)) == hv for k, v in headers):
                 return False
+        if self.where:
+            return self._where_holds(key, value, headers)
+        return True
+
+    def _where_holds(self, key, value, headers) -> bool:
+        conditions, resolver = _compiled(self.where, self.schema_paths)
+        decoded: dict = {}
+        for cond in conditions:
+            if cond.field not in decoded:
+                data = key if cond.field == "key" else value
+                text = None
+                if data is not None:
+                    text, _reason = resolver.render(bytes(data), headers, is_key=cond.field == "key")
+                decoded[cond.field] = _MISSING if text is None else json.loads(text)
+            got = decoded[cond.field]
+            if got is _MISSING or not holds(cond, got):
+                return False
         return True
 
     # Spark data source options are strings: a filter travels as these.
@@ -92,6 +264,9 @@ class ScanFilter:
             out["value_contains"] = json.dumps(encode_bytes(self.value_contains))
         if self.headers:
             out["headers"] = json.dumps([[k, encode_bytes(v)] for k, v in self.headers])
+        if self.where:
+            out["where"] = self.where
+            out["schema_paths"] = json.dumps(list(self.schema_paths))
         return out
 
     @classmethod
@@ -146,7 +321,20 @@ class ScanFilter:
             offset_lo=integer("offset_lo"), offset_hi=integer("offset_hi"),
             time_lo=integer("time_lo"), time_hi=integer("time_hi"),
             key=binary("key"), value_contains=binary("value_contains"), headers=headers,
+            where=get("where"), schema_paths=_schema_paths(get("schema_paths")),
         )
 
 
-__all__ = ["ScanError", "ScanFilter"]
+def _schema_paths(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return ()
+    try:
+        paths = json.loads(text)
+    except ValueError:
+        paths = text.split(",")  # by hand: comma-separated
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise ScanError("option schema_paths: expected a JSON list of directories")
+    return tuple(paths)
+
+
+__all__ = ["Condition", "ScanError", "ScanFilter", "holds", "parse_where"]

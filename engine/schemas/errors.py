@@ -1,5 +1,9 @@
 """Typed errors of ``plog.engine.schemas``. Each is one line for a user; the CLI exits 1 for them
-(``EngineError``)."""
+(``EngineError``).
+
+The one engine family kept outside ``engine/errors.py``: the three belong together (where schemas
+come from, a schema that does not compile, a payload that does not decode with it), only the
+schemas folder raises and catches them, and the codecs import this small module alone."""
 
 from __future__ import annotations
 
@@ -16,10 +20,10 @@ class SchemaSourceError(EngineError):
         self.source = source
 
 
-class SchemaCompileError(Exception):
+class SchemaCompileError(EngineError):
     """A schema that does not parse or compile (or whose references cannot be found).
-    Not an engine error: the resolver turns it into a reason and shows the record raw."""
+    The resolver turns it into a reason and shows the record raw; it reaches no user as is."""
 
 
-class PayloadError(Exception):
+class PayloadError(EngineError):
     """A payload that does not decode with its schema. The resolver shows the record raw."""
