@@ -117,12 +117,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None) -> None:
-    from plog.engine.storage.log_config import ConfigError
-    from plog.engine.errors import EngineError
-    from plog.formats.errors import FormatError
-    from plog.spark_tasks.errors import SparkError
-
-    from .errors import PlogCliError
+    # The one root of every typed error (formats, engine, Spark, CLI): formats is the
+    # lowest layer, so it defines it, and importing it costs nothing at start-up.
+    from plog.formats.errors import PlogError
 
     try:
         # Without standalone mode Click returns (not raises) the code of a typer.Exit.
@@ -163,7 +160,7 @@ def _run(argv: list[str] | None) -> None:
             sys.exit(ExitCode.USAGE)
         e.show()
         sys.exit(e.exit_code)
-    except (PlogCliError, FormatError, EngineError, ConfigError, SparkError, OSError) as e:
+    except (PlogError, OSError) as e:
         if os.environ.get("PLOG_DEBUG"):
             raise
         print(f"plog: error: {one_line(e)}", file=sys.stderr)
@@ -177,18 +174,21 @@ def _run(argv: list[str] | None) -> None:
 
 
 def exit_code_of(error: BaseException) -> int:
-    """The exit status of a run that ends with ``error``: its ``kind`` in
-    :data:`exit_codes.KIND_EXIT_CODES` (a usage error is 2); an error that rewords another
-    (``like``: produce's "... (N records before it)") exits as that one; an error without a
-    known kind exits with the ``exit_code`` it carries (errors that predate kinds), else 1."""
+    """The exit status of a run that ends with ``error``: its ``kind``
+    (``PlogError.kind``) in :data:`exit_codes.KIND_EXIT_CODES` (a usage error is 2); an
+    error that rewords another (``like``: produce's "... (N records before it)") exits as
+    that one. An ``exit_code`` an error class sets itself (code written before kinds, which
+    a library user may still have) wins over the default kind; anything else exits 1."""
     like = getattr(error, "like", None)
     if isinstance(like, BaseException):
         return exit_code_of(like)
+    code = getattr(error, "exit_code", None)
+    if isinstance(code, int):
+        return code
     kind = getattr(error, "kind", None)
     if isinstance(kind, str) and kind in KIND_EXIT_CODES:
         return KIND_EXIT_CODES[kind]
-    code = getattr(error, "exit_code", None)
-    return int(code) if isinstance(code, int) else ExitCode.ERROR
+    return ExitCode.ERROR
 
 
 def _hint_for_command(ctx, hint: str) -> str:
@@ -296,9 +296,10 @@ def one_line(e: BaseException) -> str:
         # No file name: an I/O error on a standard stream (`plog dump ... > /dev/full`) or a
         # socket/pipe. Name stdout when it is the one that fails.
         return f"cannot write to standard output: {e.strerror}" if _stdout_failed(e) else e.strerror
-    text = " ".join(str(e).split())
-    path = getattr(e, "path", None)  # a FormatError: the file its bytes came from, when known
-    if isinstance(path, str) and path not in text:
+    message = str(e)
+    text = " ".join(message.split())
+    path = getattr(e, "path", None)  # PlogError.path: the file the error is about, when known
+    if isinstance(path, str) and path not in message:
         # "Found record size -1 smaller than ... (at byte 0)" alone does not say in which file.
         text = f"{path}: {text}"
     return text

@@ -50,7 +50,7 @@ def _read_input(path: str, option: str) -> str:
 def _parse_input(parse, path: str, option: str):
     """``parse`` of the text of ``path``; a document Kafka would reject names the file (Kafka's
     own messages, kept as they are after it, say only "The input string ...")."""
-    from plog.engine.cluster.reassignment_plan import ReassignmentJsonError
+    from plog.engine.errors import ReassignmentJsonError
 
     text = _read_input(path, option)
     try:

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
+from plog.formats.errors import PlogError
 
-class PlogCliError(Exception):
+
+class PlogCliError(PlogError):
     """A one-line error the CLI prints as ``plog: error: <message>``. Its exit status is
     decided by ``cli/app.py`` from its ``kind`` (``exit_codes.KIND_EXIT_CODES``), or, for
     an error that rewords another one (``like``), as that one's would be."""
 
-    kind = "error"
-
-    def __init__(self, message: str, kind: str | None = None, *, like: BaseException | None = None):
-        super().__init__(message)
-        if kind is not None:
-            self.kind = kind
+    def __init__(self, message: str, kind: str | None = None, *, like: BaseException | None = None, **fields):
+        super().__init__(message, kind=kind, **fields)
         #: The error this one rewords (adding the file or what was done before it): the exit
         #: status is that error's.
         self.like = like

@@ -41,8 +41,8 @@ OUTCOME_EXIT_CODES = {
     Outcome.INCOMPLETE: ExitCode.ERROR,
 }
 
-#: An error's ``kind`` -> the exit status. An error without one of these kinds exits with
-#: its ``exit_code`` when it has one (errors that predate kinds), else 1.
+#: An error's ``kind`` (``formats.errors.PlogError.kind``, one of ``formats.errors.KINDS``)
+#: -> the exit status; ``cli/app.exit_code_of`` applies it.
 KIND_EXIT_CODES = {
     "error": ExitCode.ERROR,
     "usage": ExitCode.USAGE,

@@ -254,7 +254,8 @@ def _strategy(group: str, topic: list[str] | None, all_topics: bool, dry_run: bo
     False/None when not given), its scope checked; a bad option is a usage error, a bad
     --from-file plan an error (the file is data, not an option)."""
     from plog.engine.errors import InvalidOffsetSpecError
-    from plog.engine.groups.admin import InvalidResetArgumentError, ResetStrategy, parse_topic_arg, read_reset_plan
+    from plog.engine.groups.admin import ResetStrategy, parse_topic_arg, read_reset_plan
+    from plog.engine.errors import InvalidResetArgumentError
 
     given = [f"--{name.replace('_', '-')}" for name, value in strategies.items()
              if value is not None and value is not False]

@@ -7,7 +7,6 @@ from typing import Optional
 
 import typer
 
-from .errors import PlogCliError
 from .output import ReportFormat, emit_document, report_format_option
 from .app import app
 
@@ -39,19 +38,15 @@ def lookup(
     if (offset is None) == (timestamp is None):
         raise typer.BadParameter("give exactly one of --offset and --timestamp", param_hint="'--offset' / '--timestamp'")
     from plog.engine.inspect import lookup as lk
-    from plog.engine.storage.discovery import NotAKafkaPathError
-    from plog.engine.errors import EngineError
 
     if timestamp is not None:
         ts = _timestamp(timestamp)
     elif not _valid_offset_spec(offset):
         raise typer.BadParameter(f"invalid offset {offset!r}: expected N, +N, -N, earliest or latest",
                                  param_hint="'--offset'")
-    try:
-        view = lk.open_partition(path, topic, partition)
-        result = lk.lookup_offset(view, offset) if timestamp is None else lk.lookup_timestamp(view, ts)
-    except (EngineError, NotAKafkaPathError) as e:
-        raise PlogCliError(str(e)) from e
+    # Engine errors (not a Kafka path, an offset out of range) are printed by cli/app.py.
+    view = lk.open_partition(path, topic, partition)
+    result = lk.lookup_offset(view, offset) if timestamp is None else lk.lookup_timestamp(view, ts)
     out = sys.stdout
     if fmt is not ReportFormat.text:
         emit_document(to_json(result, offset if timestamp is None else timestamp), fmt)

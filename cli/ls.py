@@ -40,8 +40,6 @@ def ls(
 ) -> None:
     """List the topics, partitions and segments of Kafka log directories: offsets, sizes,
     time ranges, codecs, checkpoints, and whether the broker shut down cleanly."""
-    from plog.engine.storage.discovery import NotAKafkaPathError
-    from plog.engine.errors import EngineError
     from plog.engine.inspect.inventory import inventory
 
     from .maintain import resolve_path
@@ -49,13 +47,10 @@ def ls(
 
     # As recover and verify: no PATH is the data directory (--data-dir, $PLOG_DATA_DIR, ./plog-data).
     path = path or data_dir or resolve_path(None)
-    try:
-        # A spinner naming the partition being read.
-        with progress("reading…", quiet=quiet, spinner=True) as bar:
-            dirs = inventory(path, quick=quick, topic=topic,
-                             progress=(lambda partition: bar.describe(f"reading {partition}")) if bar else None)
-    except (EngineError, NotAKafkaPathError) as e:
-        raise PlogCliError(str(e)) from e
+    # A spinner naming the partition being read. Engine errors are printed by cli/app.py.
+    with progress("reading…", quiet=quiet, spinner=True) as bar:
+        dirs = inventory(path, quick=quick, topic=topic,
+                         progress=(lambda partition: bar.describe(f"reading {partition}")) if bar else None)
     if topic is not None and not any(d.partitions for d in dirs):
         # kcat's "Unknown topic": a mistyped name is not an empty topic.
         raise PlogCliError(f"no partition of topic {topic!r} in {path}")

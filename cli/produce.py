@@ -188,13 +188,11 @@ def _line_parser(input_format: InputFormat, properties: list[str] | None, *, par
                  headers_key_separator: str, null_marker: str | None):
     """The ``LineParser`` of --input-format lines (the options, their escapes read, then
     --property's reader properties), or None for jsonl (which takes no --property)."""
-    from plog.engine.clients.console_io import LINE_READER_PROPERTIES, LineParser, PropertyError, properties_to_settings
+    from plog.engine.clients.console_io import LINE_READER_PROPERTIES, LineParser, properties_to_settings
 
-    try:
-        reader_properties = properties_to_settings(parse_properties(properties), LINE_READER_PROPERTIES,
-                                                   "kafka-console-producer's reader (plog produce --property)")
-    except PropertyError as e:
-        raise CliUsageError(str(e)) from None
+    # An unknown property is a PropertyError, a usage error (exit 2).
+    reader_properties = properties_to_settings(parse_properties(properties), LINE_READER_PROPERTIES,
+                                               "kafka-console-producer's reader (plog produce --property)")
     if input_format is not InputFormat.lines:
         if reader_properties:
             raise CliUsageError("--property sets how lines are read (kafka-console-producer's reader), "

@@ -70,7 +70,8 @@ def simulate(
 ) -> Outcome:
     """Run a replication scenario (produce, fetch, crash, start, elections, expectations) and
     print the timeline of log end offsets and high watermarks per replica."""
-    from plog.engine.cluster.scenario import ScenarioError, load_scenario
+    from plog.engine.cluster.scenario import load_scenario
+    from plog.engine.errors import ScenarioError
     from plog.engine.cluster.simulation import run_scenario
 
     if scenario == "-":

@@ -70,8 +70,8 @@ _plog_spec() {
         ;;
     'consume')
         subs=''
-        opts='--topic -t --group -g --partition -p --offset -o --from-beginning --count -c --max-messages --exit-at-end -e --format -f -J -K --key-delimiter --property --isolation-level --commit --no-commit --assignment-strategy --quiet -q --data-dir -d -h --help'
-        vopts='--topic -t --group -g --partition -p --offset -o --count -c --max-messages --format -f -K --key-delimiter --property --isolation-level --assignment-strategy --data-dir -d'
+        opts='--topic -t --group -g --partition -p --offset -o --from-beginning --count -c --max-messages --exit-at-end -e --format -f -J -K --key-delimiter --property --isolation-level --commit --no-commit --assignment-strategy --value-format --key-format -s --schemas --schema-registry -r --quiet -q --data-dir -d -h --help'
+        vopts='--topic -t --group -g --partition -p --offset -o --count -c --max-messages --format -f -K --key-delimiter --property --isolation-level --assignment-strategy --value-format --key-format -s --schemas --schema-registry -r --data-dir -d'
         args='topic'
         ;;
     'groups')
@@ -112,8 +112,8 @@ _plog_spec() {
         ;;
     'dump')
         subs=''
-        opts='--files --print-data-log --deep-iteration --skip-record-metadata --verify-index-only --index-sanity-check --max-message-size --max-bytes --offsets-decoder --transaction-log-decoder --cluster-metadata-decoder --key-decoder --key-decoder-class --value-decoder --value-decoder-class --format -f --kafka-version -h --help'
-        vopts='--files --max-message-size --max-bytes --key-decoder --key-decoder-class --value-decoder --value-decoder-class --format -f --kafka-version'
+        opts='--files --print-data-log --deep-iteration --skip-record-metadata --verify-index-only --index-sanity-check --max-message-size --max-bytes --offsets-decoder --transaction-log-decoder --cluster-metadata-decoder --key-decoder --key-decoder-class --value-decoder --value-decoder-class --schemas --schema-registry --format -f --kafka-version -h --help'
+        vopts='--files --max-message-size --max-bytes --key-decoder --key-decoder-class --value-decoder --value-decoder-class --schemas --schema-registry --format -f --kafka-version'
         args='path*'
         ;;
     'lookup')
@@ -154,8 +154,8 @@ _plog_spec() {
         ;;
     'scan')
         subs=''
-        opts='--data-dir -d --mode -m --spark --master --conf --jobs -j --unit-size --topic -t --offset-range --time-range --key --key-hex --value-contains --value-contains-hex --header --sql --output -o --output-format --overwrite --format -f --wide -w --max-findings --quiet -q -h --help'
-        vopts='--data-dir -d --mode -m --master --conf --jobs -j --unit-size --topic -t --offset-range --time-range --key --key-hex --value-contains --value-contains-hex --header --sql --output -o --output-format --format -f --max-findings'
+        opts='--data-dir -d --mode -m --spark --master --conf --jobs -j --unit-size --topic -t --offset-range --time-range --key --key-hex --value-contains --value-contains-hex --header --where --schemas --sql --output -o --output-format --overwrite --format -f --wide -w --max-findings --quiet -q -h --help'
+        vopts='--data-dir -d --mode -m --master --conf --jobs -j --unit-size --topic -t --offset-range --time-range --key --key-hex --value-contains --value-contains-hex --header --where --schemas --sql --output -o --output-format --format -f --max-findings'
         args='path*'
         ;;
     'schemas')

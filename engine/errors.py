@@ -1,15 +1,23 @@
-"""Typed errors of the storage engine. Each message is one line naming the file and numbers.
+"""Typed errors of the engine, every one of them in this module (one place to look), grouped
+by the folder that raises them. Each message is one line naming the file and numbers.
 
-They mirror Kafka's storage exceptions by name. The CLI maps every ``EngineError`` to
-exit code 1 (``cli/app.py``); ``formats`` errors pass through unchanged.
+They mirror Kafka's exceptions by name. All derive from :class:`EngineError`, itself a
+:class:`~plog.formats.errors.PlogError`: the fields ``path``, ``position``, ``offset`` and
+``kind`` say for code what the message says for a user, and the CLI's one error boundary
+(``cli/app.py``) turns ``kind`` into the exit status (1 unless a class says otherwise).
+The one family kept apart is ``engine/schemas/errors.py`` (schema sources, codecs): see there.
+A few classes are also ``ValueError``s, because callers written before them catch that.
 """
 
 from __future__ import annotations
 
+import io
+
 from plog.formats.errors import CorruptIndexError  # noqa: F401  (re-exported: indexes raise it)
+from plog.formats.errors import PlogError
 
 
-class EngineError(Exception):
+class EngineError(PlogError):
     """Base class of engine errors."""
 
 
@@ -25,10 +33,9 @@ class OffsetOverflowError(EngineError):
     """An offset whose distance from the segment base does not fit in 31 bits
     (``LogSegmentOffsetOverflowException``); the segment must be rolled or split."""
 
-    def __init__(self, message: str, segment_base: int | None = None, offset: int | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, segment_base: int | None = None, offset: int | None = None, **fields):
+        super().__init__(message, offset=offset, **fields)
         self.segment_base = segment_base
-        self.offset = offset
 
 
 class OffsetOutOfRangeError(EngineError):
@@ -117,8 +124,8 @@ class InvalidOffsetSpecError(EngineError, ValueError):
 class InputRecordError(EngineError, ValueError):
     """A producer input line that does not parse; names the line number."""
 
-    def __init__(self, line_number: int, message: str):
-        super().__init__(f"line {line_number}: {message}")
+    def __init__(self, line_number: int, message: str, **fields):
+        super().__init__(f"line {line_number}: {message}", **fields)
         self.line_number = line_number
 
 
@@ -152,6 +159,165 @@ class NotEnoughReplicasAfterAppendError(EngineError):
 class LeaderNotAvailableError(EngineError):
     """A partition with no leader: every replica that may lead is on a stopped broker
     (Kafka's ``LeaderNotAvailableException``)."""
+
+
+# -- storage ---------------------------------------------------------------------------------
+
+
+class InvalidFileNameError(ValueError, EngineError):
+    """A file name whose offset prefix ``Long.parseLong`` would reject."""
+
+
+class IndexOffsetOverflowError(InvalidOffsetError, ValueError):
+    """An offset whose distance from the index base does not fit 0..2^31-1
+    (``IndexOffsetOverflowException``). Also a ``ValueError``, so callers may catch either."""
+
+
+class InvalidTimestampError(EngineError, ValueError):
+    """A time index append whose timestamp is below the last entry's (Kafka's
+    ``IllegalStateException`` in ``TimeIndex.maybeAppend``)."""
+
+
+class ReadOnlyIndexError(EngineError, io.UnsupportedOperation):
+    """A mutation (append, truncate, resize, reset) of an index opened with ``writable=False``."""
+
+
+class InvalidTxnStateError(EngineError):
+    """A non-transactional batch from a producer with an open transaction (``InvalidTxnStateException``)."""
+
+
+class TransactionCoordinatorFencedError(EngineError):
+    """An end marker from an older coordinator epoch (``TransactionCoordinatorFencedException``)."""
+
+
+class ConfigError(EngineError, ValueError):
+    """An unknown config name or a value out of Kafka's range. Also a ``ValueError``, as it
+    was before it joined this hierarchy: config values are parsed under ``except ValueError``
+    in many places."""
+
+
+# -- maintenance -----------------------------------------------------------------------------
+
+
+class RecoveryError(EngineError):
+    """A path ``plog recover`` cannot work on."""
+
+
+class LogDirInUseError(LogDirLockedError):
+    """The ``.lock`` of a log directory is held: a broker or another writer is using it."""
+
+
+class MaintenanceError(EngineError):
+    """A maintenance run that cannot start (locked directory, bad config, bad path)."""
+
+
+class CleanerError(EngineError):
+    """The cleaner cannot make progress on this log (e.g. the offset map is too small)."""
+
+
+class CleanerBufferTooSmallError(CleanerError):
+    """The offset map filled before a single batch of the dirty section was mapped."""
+
+
+class OffsetMapFullError(EngineError):
+    """``put`` of a new key into a map whose every slot is used (Kafka's IllegalArgumentException)."""
+
+
+class RetentionError(EngineError):
+    """Retention cannot run on this log (closed, read-only, bad arguments)."""
+
+
+class StaleRetentionPlanError(RetentionError):
+    """A plan made for a different state of the log (segments, offsets or sizes changed)."""
+
+
+# -- cluster ---------------------------------------------------------------------------------
+
+
+class ReadOnlyDataDirError(EngineError):
+    """A write to a Kafka log directory opened as a data directory (plog writes only its own)."""
+
+
+class ScenarioError(EngineError):
+    """A scenario file that is not valid: a one-line message naming the step and the key."""
+
+    kind = "usage"
+    #: The status a usage error exits with, from before errors had kinds; library callers
+    #: read it. The CLI decides from ``kind``, which says the same.
+    exit_code = 2
+
+
+class ReassignmentJsonError(InvalidReplicaAssignmentError):
+    """A topics-to-move or reassignment JSON document that does not parse as Kafka's."""
+
+
+# -- clients ---------------------------------------------------------------------------------
+
+
+class TemplateError(EngineError, ValueError):
+    """A ``--template`` format string with an unknown ``%`` token or a bad escape."""
+
+
+class PropertyError(EngineError, ValueError):
+    """A ``--property NAME=VALUE`` the console tool's reader or formatter does not have, or a
+    value it cannot take (a boolean property that is not true or false): a usage error."""
+
+    kind = "usage"
+
+
+class ProducerError(EngineError):
+    """A send that was not acknowledged; wraps the engine error of the failed batch."""
+
+
+# -- groups ----------------------------------------------------------------------------------
+
+
+class GroupOffsetsError(EngineError):
+    """A ``__consumer_offsets`` partition that cannot be replayed (corrupt data before
+    its last segment)."""
+
+
+class IllegalGenerationError(GroupError):
+    """A commit or heartbeat from a member of an older generation."""
+
+
+class UnknownMemberIdError(GroupError):
+    """A member the group does not know (expired, or never joined)."""
+
+
+class UnknownAssignorError(GroupError):
+    """An assignment strategy name that is not one of Kafka's built-in assignors."""
+
+
+class AssignmentFailedError(GroupError):
+    """The sticky algorithm reached a state Kafka reports with ``IllegalStateException``
+    (only corrupt previous assignments in the user data get there)."""
+
+
+class GroupIdNotFoundError(GroupError):
+    """A group the data directory knows nothing of (Kafka: ``Consumer group 'x' does not exist.``)."""
+
+
+class GroupNotInactiveError(GroupNotEmptyError):
+    """A reset of a group with live members (Kafka's ``Assignments can only be reset ...``)."""
+
+
+class InvalidResetArgumentError(GroupError, ValueError):
+    """A ``--topic``, ``--to-datetime``, ``--by-duration`` or plan-file text that does not parse."""
+
+
+# -- inspect ---------------------------------------------------------------------------------
+
+
+class ScanError(EngineError, ValueError):
+    """A scan could not be planned or run (bad filter, no such path)."""
+
+
+class DecoderError(EngineError, ValueError):
+    """An unknown decoder name (``--key-decoder`` ...): a usage error. Also a ``ValueError``,
+    as it was before it joined this hierarchy."""
+
+    kind = "usage"
 
 
 def bad_document_reason(e: Exception) -> str:

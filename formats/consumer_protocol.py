@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
+from .errors import SchemaError
 from .java import HashOrder, string_hash_code
 
 #: ``AbstractStickyAssignor.DEFAULT_GENERATION``: "no generation known".
@@ -53,7 +54,7 @@ def encode_sticky_user_data(assigned: Iterable[tuple[str, int]], generation: int
     return bytes(out)
 
 
-class _SchemaError(Exception):
+class _SchemaError(SchemaError):
     """A Struct that does not parse (Kafka: ``SchemaException`` or buffer underflow)."""
 
 

@@ -14,18 +14,62 @@ break a rule: a negative header key size, a control key that is too short), and
 
 from __future__ import annotations
 
+import os
 
-class FormatError(Exception):
+#: The exit-code categories an error may say it is (``PlogError.kind``); ``cli/exit_codes``
+#: maps each to a number, ``cli/app.py`` alone uses the mapping.
+KINDS = ("error", "usage", "problems_found")
+
+
+class PlogError(Exception):
+    """The root of every error plog raises on purpose: formats, engine, Spark and CLI errors
+    all derive from it, so the CLI's one error boundary (``cli/app.py``) catches this class.
+
+    It lives here, in the lowest layer, because formats must not import the engine. ``str()``
+    is the one-line message a user reads; the fields say the same facts for code, so no
+    caller parses the text:
+
+    - ``path``: the file the bytes or the state came from (None: unknown, or no file);
+    - ``position``: a byte position in that file or buffer (None: not meaningful);
+    - ``offset``: a Kafka offset the error is about (None: none);
+    - ``kind``: how the run ends for the CLI, one of :data:`KINDS` ("error" unless a class
+      or the raise site says otherwise).
+
+    Every field is a keyword argument; positional arguments are the exception's own
+    (the message), so each subclass keeps its constructor.
+    """
+
+    kind: str = "error"
+    path: str | None = None
+    position: int | None = None
+    offset: int | None = None
+
+    def __init__(self, *args, path: str | os.PathLike | None = None, position: int | None = None,
+                 offset: int | None = None, kind: str | None = None):
+        super().__init__(*args)
+        # Only what was given is stored on the instance: a subclass may set a field itself
+        # (FormatError's position, OffsetOverflowError's offset), and the class defaults
+        # (None, the class's kind) hold otherwise.
+        if path is not None:
+            self.path = path if isinstance(path, str) else os.fspath(path)
+        if position is not None:
+            self.position = position
+        if offset is not None:
+            self.offset = offset
+        if kind is not None:
+            self.kind = kind
+
+
+class FormatError(PlogError):
     """Base class: bytes that do not decode. ``position`` may be None. ``path``: the file
     the bytes came from, set by the engine code that read them (this layer never knows it);
     ``str()`` leaves it out, as callers that name the file themselves expect."""
 
-    path: str | None = None
-
-    def __init__(self, reason: str, position: int | None = None):
+    def __init__(self, reason: str, position: int | None = None, *, path: str | None = None,
+                 offset: int | None = None):
+        super().__init__(reason, path=path, offset=offset)
         self.reason = reason
         self.position = position
-        super().__init__(reason)
 
     def __str__(self) -> str:
         if self.position is None:

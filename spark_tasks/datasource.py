@@ -29,7 +29,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 
 def _paths(options) -> list[str]:
-    from plog.engine.inspect.scan import ScanError
+    from plog.engine.errors import ScanError
 
     raw = options.get("paths")
     if raw:

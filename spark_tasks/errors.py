@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from plog.formats.errors import PlogError
 
-class SparkError(Exception):
+
+class SparkError(PlogError):
     """Base class: a one-line message, without the JVM's stack trace; ``kind`` says how the
     CLI exits (``cli/exit_codes.KIND_EXIT_CODES``)."""
-
-    kind = "error"
 
 
 class SparkSetupError(SparkError):

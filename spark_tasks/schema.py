@@ -49,7 +49,7 @@ def fields_for(level: str):
     try:
         return LEVELS[level]
     except KeyError:
-        from plog.engine.inspect.scan import ScanError
+        from plog.engine.errors import ScanError
 
         raise ScanError(f"option level: expected record or batch, got {level!r}") from None
 

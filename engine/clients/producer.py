@@ -37,8 +37,13 @@ from plog.formats.records import increment_sequence
 from plog.formats.errors import UnsupportedCodecError
 
 from plog.engine.cluster.data_dir import DataDir
-from plog.engine.storage.log_config import ConfigError
-from plog.engine.errors import EngineError, RecordTooLargeError, UnknownTopicOrPartitionError
+from plog.engine.errors import (
+    ConfigError,
+    EngineError,
+    ProducerError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+)
 from plog.engine.clients.partitioner import StickyPartitioner, partition_for_key
 from plog.engine.storage.file_names import TopicPartition
 
@@ -61,10 +66,6 @@ class RecordMetadata:
     timestamp: int
     serialized_key_size: int
     serialized_value_size: int
-
-
-class ProducerError(EngineError):
-    """A send that was not acknowledged; wraps the engine error of the failed batch."""
 
 
 class _Batch:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Iterator
 
 from plog.engine.storage.checkpoints import atomic_write, read_meta_properties
-from plog.engine.storage.log_config import ConfigError, LogConfig
+from plog.engine.storage.log_config import LogConfig
 from plog.engine.cluster.metadata import (
     DEFAULT_LOCK_TIMEOUT_S,
     META_LOCK_FILE,
@@ -60,9 +60,10 @@ from plog.engine.cluster.topic_admin import TopicAdmin
 from plog.engine.cluster.writer import ClusterWriter
 from plog.engine.errors import (
     BrokerNotAvailableError,
-    EngineError,
+    ConfigError,
     LeaderNotAvailableError,
     LogDirError,
+    ReadOnlyDataDirError,
     UnknownTopicOrPartitionError,
 )
 from plog.engine.storage.log import Log
@@ -75,10 +76,6 @@ from plog.engine.storage.file_names import (
 )
 
 DEFAULT_DATA_DIR = "plog-data"
-
-
-class ReadOnlyDataDirError(EngineError):
-    """A write to a Kafka log directory opened as a data directory (plog writes only its own)."""
 
 
 @dataclass(frozen=True)

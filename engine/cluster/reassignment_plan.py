@@ -25,16 +25,17 @@ from typing import Iterable, Mapping, Sequence
 
 from plog.engine.cluster.data_dir import DataDir
 from plog.engine.cluster.placement import BrokerMetadata, assign_replicas_to_brokers
-from plog.engine.errors import BrokerNotAvailableError, InvalidReplicaAssignmentError, UnknownTopicOrPartitionError
+from plog.engine.errors import (
+    BrokerNotAvailableError,
+    InvalidReplicaAssignmentError,
+    ReassignmentJsonError,
+    UnknownTopicOrPartitionError,
+)
 from plog.engine.storage.file_names import TopicPartition
 
 ANY_LOG_DIR = "any"
 PLAN_VERSION = 1
 TOPICS_JSON_VERSION = 1
-
-
-class ReassignmentJsonError(InvalidReplicaAssignmentError):
-    """A topics-to-move or reassignment JSON document that does not parse as Kafka's."""
 
 
 # -- Kafka's JSON ------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ What each step does (``w`` is the writer, ``dd`` the data directory)::
     note      free text shown in the timeline.
 
 A bad scenario is a :class:`ScenarioError` (one line naming the step and the key;
-``exit_code`` 2, a usage error).
+``kind`` "usage": the CLI exits 2).
 """
 
 from __future__ import annotations
@@ -46,14 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from plog.engine.errors import EngineError
+from plog.engine.errors import EngineError, ScenarioError
 from plog.engine.storage.file_names import TopicPartition
-
-
-class ScenarioError(EngineError):
-    """A scenario file that is not valid: a one-line message naming the step and the key."""
-
-    exit_code = 2  # a usage error for the CLI
 
 
 STEP_KINDS = ("produce", "replicate", "fetch", "pause", "resume", "stop", "crash", "start", "advance",
@@ -326,7 +320,8 @@ class _Validator:
                         [self.step(i, s) for i, s in enumerate(steps, 1)])
 
     def _broker_configs(self, configs) -> dict[str, str]:
-        from plog.engine.maintenance.runner import ENGINE_DEFAULTS, MaintenanceError, engine_settings
+        from plog.engine.maintenance.runner import ENGINE_DEFAULTS, engine_settings
+        from plog.engine.errors import MaintenanceError
 
         self._keys("scenario: broker_configs", configs, tuple(sorted(ENGINE_DEFAULTS)))
         out = {str(k): _value_text(v) for k, v in configs.items()}
@@ -337,7 +332,8 @@ class _Validator:
         return out
 
     def _topic_spec(self, where: str, t) -> TopicSpec:
-        from plog.engine.storage.log_config import ConfigError, LogConfig
+        from plog.engine.storage.log_config import LogConfig
+        from plog.engine.errors import ConfigError
         from plog.engine.storage.file_names import validate_topic_name
 
         self._keys(where, t, ("name", "replicas", "partitions", "replication_factor", "configs"), required=("name",))

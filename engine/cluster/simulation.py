@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from plog.engine.cluster.scenario import TRUNCATION_MODES, Scenario, ScenarioError, error_key, yaml_flow
-from plog.engine.errors import EngineError, LeaderNotAvailableError
+from plog.engine.cluster.scenario import TRUNCATION_MODES, Scenario, error_key, yaml_flow
+from plog.engine.errors import EngineError, LeaderNotAvailableError, ScenarioError
 from plog.engine.storage.file_names import TopicPartition
 
 

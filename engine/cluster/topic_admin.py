@@ -28,6 +28,7 @@ from plog.engine.cluster import placement as _placement
 from plog.engine.cluster.metadata import METADATA_FILE, ClusterMetadata, TopicMetadata, dump_metadata
 from plog.engine.errors import (
     BrokerNotAvailableError,
+    ConfigError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
@@ -37,7 +38,7 @@ from plog.engine.errors import (
 )
 from plog.engine.storage.checkpoints import fsync_dir
 from plog.engine.storage.file_names import INTERNAL_TOPICS, TopicPartition, has_collision, validate_topic_name
-from plog.engine.storage.log_config import ConfigError, LogConfig
+from plog.engine.storage.log_config import LogConfig
 
 #: Kafka's partition ids are 32-bit signed integers (``TopicPartition.partition``, the
 #: ``NumPartitions`` of CreateTopics): no topic has more partitions than this.

@@ -44,11 +44,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence, TextIO
 
-from plog.engine.cluster.data_dir import DataDir, ReadOnlyDataDirError
+from plog.engine.cluster.data_dir import DataDir
 from plog.engine.errors import (
     GroupError,
+    GroupIdNotFoundError,
     GroupNotEmptyError,
+    GroupNotInactiveError,
+    InvalidResetArgumentError,
     NoOffsetForPartitionError,
+    ReadOnlyDataDirError,
     UnknownTopicOrPartitionError,
 )
 from plog.engine.groups.committed_offsets import CommittedOffset, GroupState, read_group_state
@@ -92,18 +96,6 @@ INACTIVE_STATES = (EMPTY, DEAD)
 #: The strategies, by their Kafka option name; ``to`` is plog's offset language.
 RESET_STRATEGIES = ("to-earliest", "to-latest", "to-offset", "shift-by", "to-datetime", "by-duration",
                     "to-current", "from-file", "to")
-
-
-class GroupIdNotFoundError(GroupError):
-    """A group the data directory knows nothing of (Kafka: ``Consumer group 'x' does not exist.``)."""
-
-
-class GroupNotInactiveError(GroupNotEmptyError):
-    """A reset of a group with live members (Kafka's ``Assignments can only be reset ...``)."""
-
-
-class InvalidResetArgumentError(GroupError, ValueError):
-    """A ``--topic``, ``--to-datetime``, ``--by-duration`` or plan-file text that does not parse."""
 
 
 # -- results ----------------------------------------------------------------------------------

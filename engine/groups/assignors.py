@@ -56,7 +56,8 @@ are still Kafka's for this input.
 
 from __future__ import annotations
 
-from plog.engine.groups.partition_assignor import PartitionAssignor, UnknownAssignorError
+from plog.engine.errors import UnknownAssignorError
+from plog.engine.groups.partition_assignor import PartitionAssignor
 from plog.engine.groups.range_assignor import RangeAssignor
 from plog.engine.groups.round_robin_assignor import RoundRobinAssignor
 from plog.engine.groups.sticky_assignor import CooperativeStickyAssignor, StickyAssignor

@@ -60,7 +60,7 @@ from plog.formats.offsets_topic import (
 )
 from plog.formats.protocol import UnknownRecordTypeError
 
-from plog.engine.errors import EngineError, InvalidTopicError
+from plog.engine.errors import GroupOffsetsError, InvalidTopicError
 from plog.engine.storage.file_records import FileBatches
 from plog.engine.storage.file_names import (
     GROUP_METADATA_TOPIC_NAME,
@@ -87,11 +87,6 @@ __all__ = [
 DEFAULT_NUM_PARTITIONS = 50  # offsets.topic.num.partitions
 LOG_SUFFIX = LOG_FILE_SUFFIX
 NO_PRODUCER_ID = -1
-
-
-class GroupOffsetsError(EngineError):
-    """A ``__consumer_offsets`` partition that cannot be replayed (corrupt data before
-    its last segment)."""
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,13 @@ from plog.formats.record_batch import encode_batch
 from plog.engine.storage.checkpoints import atomic_write
 from plog.engine.cluster.data_dir import DataDir
 from plog.engine.cluster.metadata import exclusive_flock
-from plog.engine.errors import GroupError, GroupNotEmptyError, bad_document_reason
+from plog.engine.errors import (
+    GroupError,
+    GroupNotEmptyError,
+    IllegalGenerationError,
+    UnknownMemberIdError,
+    bad_document_reason,
+)
 from plog.engine.storage.file_names import GROUP_METADATA_TOPIC_NAME, TopicPartition
 
 GROUPS_DIR = "groups"
@@ -66,14 +72,6 @@ OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "10485760
 DEFAULT_SESSION_TIMEOUT_MS = 45000
 DEFAULT_REBALANCE_TIMEOUT_MS = 300000
 PROTOCOL_TYPE = "consumer"
-
-
-class IllegalGenerationError(GroupError):
-    """A commit or heartbeat from a member of an older generation."""
-
-
-class UnknownMemberIdError(GroupError):
-    """A member the group does not know (expired, or never joined)."""
 
 
 @dataclass

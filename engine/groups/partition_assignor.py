@@ -18,7 +18,7 @@ from plog.formats.java import compare_key as _java_key
 from plog.formats.java import hash_map_order as _java_hashmap_order
 from plog.formats.java import string_hash_code as _java_string_hash
 
-from plog.engine.errors import GroupError
+from plog.engine.errors import AssignmentFailedError, UnknownAssignorError
 from plog.engine.storage.file_names import TopicPartition
 
 
@@ -27,15 +27,6 @@ class RebalanceProtocol(Enum):
 
     EAGER = 0
     COOPERATIVE = 1
-
-
-class UnknownAssignorError(GroupError):
-    """An assignment strategy name that is not one of Kafka's built-in assignors."""
-
-
-class AssignmentFailedError(GroupError):
-    """The sticky algorithm reached a state Kafka reports with ``IllegalStateException``
-    (only corrupt previous assignments in the user data get there)."""
 
 
 @dataclass(frozen=True)

@@ -38,12 +38,8 @@ from plog.formats.java import hash_map_order as _java_hashmap_order
 from plog.formats.java import string_hash_code as _java_string_hash
 from plog.formats.java import topic_partition_hash_code as _topic_partition_hash
 
-from plog.engine.groups.partition_assignor import (
-    AssignmentFailedError,
-    PartitionAssignor,
-    RebalanceProtocol,
-    Subscription,
-)
+from plog.engine.errors import AssignmentFailedError
+from plog.engine.groups.partition_assignor import PartitionAssignor, RebalanceProtocol, Subscription
 from plog.engine.storage.file_names import TopicPartition
 
 

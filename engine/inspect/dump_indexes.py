@@ -32,13 +32,8 @@ from plog.formats.indexes import (
 )
 
 from plog.engine.inspect.dump_render import java_file_path
-from plog.engine.storage.file_names import (
-    INDEX_FILE_SUFFIX,
-    LOG_FILE_SUFFIX,
-    InvalidFileNameError,
-    offset_from_file_name,
-    sibling_file,
-)
+from plog.engine.errors import InvalidFileNameError
+from plog.engine.storage.file_names import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, offset_from_file_name, sibling_file
 from plog.engine.storage.file_records import FileBatches
 from plog.engine.storage.index_file import IndexFile
 

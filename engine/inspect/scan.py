@@ -34,7 +34,7 @@ from typing import Iterable, Iterator, NamedTuple
 from plog.formats.errors import FormatError
 
 from plog.engine.inspect.inventory import codec_name
-from plog.engine.inspect.scan_filter import ScanError, ScanFilter
+from plog.engine.inspect.scan_filter import ScanFilter
 from plog.engine.inspect.scan_plan import (
     DEFAULT_UNIT_BYTES,
     ScanPlan,
@@ -298,7 +298,6 @@ __all__ = [
     "DEFAULT_UNIT_BYTES",
     "PartitionStats",
     "ScanBatch",
-    "ScanError",
     "ScanFilter",
     "ScanPlan",
     "ScanRecord",

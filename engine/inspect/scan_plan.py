@@ -39,7 +39,8 @@ from plog.formats.indexes import (
     TIME_INDEX_KEY,
 )
 
-from plog.engine.inspect.scan_filter import ScanError, ScanFilter
+from plog.engine.errors import ScanError
+from plog.engine.inspect.scan_filter import ScanFilter
 from plog.engine.storage.batch_resync import EntryRules, valid_entry_at
 from plog.engine.storage.discovery import NotAKafkaPathError, PartitionInfo, classify, partitions as list_partitions
 from plog.engine.storage.file_names import LOG_FILE_SUFFIX

@@ -52,7 +52,7 @@ from plog.formats.batches import BatchIterator
 from plog.formats.errors import CorruptRecordError
 from plog.formats.record_keys import NULL_VALUE, keyed_records
 
-from plog.engine.errors import EngineError
+from plog.engine.errors import CleanerBufferTooSmallError, CleanerError
 from plog.engine.maintenance.batch_filter import RecordFilter
 from plog.engine.maintenance.cleaned_transactions import CleanedTransactionMetadata, collect_aborted_transactions
 from plog.engine.maintenance.cleaner_manager import (
@@ -76,14 +76,6 @@ from plog.engine.storage.log_config import INT_MAX
 from plog.engine.storage.segment import LogSegment
 
 Progress = Callable[[int], None]
-
-
-class CleanerError(EngineError):
-    """The cleaner cannot make progress on this log (e.g. the offset map is too small)."""
-
-
-class CleanerBufferTooSmallError(CleanerError):
-    """The offset map filled before a single batch of the dirty section was mapped."""
 
 
 # =====================================================================================

@@ -39,16 +39,13 @@ from plog.formats.offset_map_layout import (
     first_window as _first_window,
     hash_windows as _probe_windows,
 )
+from plog.engine.errors import OffsetMapFullError
 
 DEFAULT_LOAD_FACTOR = 0.9
 
 _INT_MIN = -(1 << 31)
 #: No bound on the probes of a put (Kafka's loops until it finds a slot).
 _UNBOUNDED = 1 << 62
-
-
-class OffsetMapFullError(Exception):
-    """``put`` of a new key into a map whose every slot is used (Kafka's IllegalArgumentException)."""
 
 
 class SkimpyOffsetMap:

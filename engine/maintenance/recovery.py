@@ -59,11 +59,10 @@ from typing import Callable, Iterable, Mapping
 
 from plog.formats.errors import FormatError
 
-from plog.engine.errors import EngineError, LogDirLockedError
+from plog.engine.errors import EngineError, LogDirInUseError, LogDirLockedError, RecoveryError
 from plog.engine.maintenance.recovery_plan import (
     LogDirState,
     LogDirTarget,
-    RecoveryError,
     checkpoint_changes,
     plan_partition,
     resolve_targets,
@@ -105,10 +104,6 @@ Progress = Callable[[int], None]
 _CHUNK = 1 << 20
 
 
-class LogDirInUseError(LogDirLockedError):
-    """The ``.lock`` of a log directory is held: a broker or another writer is using it."""
-
-
 # -- planning ---------------------------------------------------------------------------------------
 
 
@@ -146,7 +141,7 @@ def _copy_range(src_fd: int, dst_fd: int, start: int, end: int) -> None:
     while pos < end:
         chunk = os.pread(src_fd, min(_CHUNK, end - pos), pos)
         if not chunk:
-            raise EngineError(f"the segment ended at byte {pos} while copying up to {end}")
+            raise EngineError(f"the segment ended at byte {pos} while copying up to {end}", position=pos)
         view = memoryview(chunk)
         while view:
             view = view[os.write(dst_fd, view):]
@@ -369,7 +364,7 @@ def _lock(log_dir: Path) -> LogDirLock:
         return LogDirLock(log_dir)
     except LogDirLockedError as e:
         raise LogDirInUseError(f"{log_dir} is in use by a Kafka broker or another plog writer (its .lock is held); "
-                               f"stop it before recovering: {e}") from None
+                               f"stop it before recovering: {e}", path=str(log_dir)) from None
 
 
 def recover(path: str | os.PathLike, *, all_segments: bool = False, salvage: bool = False, jobs: int | None = None,

@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 from plog.formats.errors import FormatError
 from plog.formats.indexes import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
 
-from plog.engine.errors import EngineError
+from plog.engine.errors import EngineError, RecoveryError
 from plog.engine.maintenance.recovery_report import (
     REVALIDATED,
     CheckpointChange,
@@ -76,10 +76,6 @@ from plog.engine.storage.log_config import LogConfig
 Progress = Callable[[int], None]
 
 
-class RecoveryError(EngineError):
-    """A path ``plog recover`` cannot work on."""
-
-
 # -- what a path designates ---------------------------------------------------------------------------
 
 
@@ -97,7 +93,7 @@ def resolve_targets(path: str | os.PathLike) -> tuple[str, list[LogDirTarget]]:
     if kind == "segment":
         base = segment_base_offset(p)
         if base is None:
-            raise RecoveryError(f"{p}: not a segment file (<20-digit base offset>.log and its indexes)")
+            raise RecoveryError(f"{p}: not a segment file (<20-digit base offset>.log and its indexes)", path=p)
         part = Path(os.path.abspath(p)).parent
         return kind, [LogDirTarget(part.parent, [part], False, {str(part): base})]
     if kind == "partition":

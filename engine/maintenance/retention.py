@@ -58,7 +58,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from plog.engine.storage.checkpoints import fsync_dir
-from plog.engine.errors import EngineError
+from plog.engine.errors import RetentionError, StaleRetentionPlanError
 from plog.engine.storage.file_names import DELETED_FILE_SUFFIX as DELETED_SUFFIX, LOG_FILE_SUFFIX, file_name, is_deleted_file
 
 #: Rule names, as Kafka's log messages call the limits.
@@ -72,14 +72,6 @@ PASS_ORDER = (RULE_LOG_START, RULE_SIZE, RULE_TIME)
 
 TS_RECORD = "record"  # the segment's max record timestamp
 TS_MTIME = "mtime"  # the .log file's modification time (no record timestamps)
-
-
-class RetentionError(EngineError):
-    """Retention cannot run on this log (closed, read-only, bad arguments)."""
-
-
-class StaleRetentionPlanError(RetentionError):
-    """A plan made for a different state of the log (segments, offsets or sizes changed)."""
 
 
 # ------------------------------------------------------------------------------ human text
@@ -313,7 +305,8 @@ def plan_retention(log, *, now: int, retention_ms: int | None = None, retention_
     leo = log.log_end_offset
     hw = log.high_watermark if high_watermark is None else high_watermark
     if not 0 <= hw <= leo:
-        raise RetentionError(f"high watermark {hw} of {log.dir} is outside [0, log end offset {leo}]")
+        raise RetentionError(f"high watermark {hw} of {log.dir} is outside [0, log end offset {leo}]",
+                             path=str(log.dir), offset=hw)
 
     segs = []
     decisions: dict[int, SegmentDecision] = {}
@@ -572,7 +565,7 @@ def delete_old_segments(log, plan: RetentionPlan | None = None, *, now: int, fil
     :class:`StaleRetentionPlanError` when ``plan`` was made for another state of the log.
     """
     if log.closed or not log.writable:
-        raise RetentionError(f"retention needs an open, writable log: {log.dir}")
+        raise RetentionError(f"retention needs an open, writable log: {log.dir}", path=str(log.dir))
     if plan is None:
         plan = plan_retention(log, now=now, retention_ms=retention_ms, retention_bytes=retention_bytes,
                               high_watermark=high_watermark)

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from plog.engine.errors import EngineError, LogDirLockedError
+from plog.engine.errors import EngineError, LogDirLockedError, MaintenanceError
 from plog.engine.maintenance.cleaner_manager import DEFAULT_BUFFER_SIZE, read_cleaner_offsets, update_cleaner_offsets
 from plog.engine.storage.discovery import (
     LogDirCheckpoints,
@@ -62,10 +62,6 @@ RELEVANT_CONFIGS = {
     COMPACTION: ("cleanup.policy", "min.cleanable.dirty.ratio", "delete.retention.ms", "min.compaction.lag.ms",
                  "max.compaction.lag.ms", "segment.bytes", "file.delete.delay.ms"),
 }
-
-
-class MaintenanceError(EngineError):
-    """A maintenance run that cannot start (locked directory, bad config, bad path)."""
 
 
 @dataclass
@@ -198,7 +194,7 @@ def _targets(path: str, options: MaintenanceOptions) -> list[tuple[str | None, l
         # A file that names no partition (meta.properties, a stray .log) would otherwise
         # be "0 partition operations" and exit 0, as if all were well.
         raise MaintenanceError(f"{path}: not a segment file of a partition folder "
-                               "(<20-digit base offset>.log and its indexes, in <topic>-<partition>)")
+                               "(<20-digit base offset>.log and its indexes, in <topic>-<partition>)", path=str(path))
     for part in found_parts:
         tp = part.topic_partition
         if tp is None or part.kind != "current" or tp.topic == CLUSTER_METADATA_TOPIC:
@@ -215,7 +211,7 @@ def _targets(path: str, options: MaintenanceOptions) -> list[tuple[str | None, l
         found = {p.topic_partition.topic for parts in groups.values() for p in parts}
         missing = [t for t in options.topics if t not in found]
         if missing:
-            raise MaintenanceError(f"{path}: no partition of topic {', '.join(missing)}")
+            raise MaintenanceError(f"{path}: no partition of topic {', '.join(missing)}", path=str(path))
     return list(groups.items())
 
 
@@ -367,7 +363,7 @@ def _refuse_lossy_recovery(path: str, *, all_segments: bool = False) -> None:
         raise MaintenanceError(
             f"{path} was not shut down cleanly, and recovering it first would cut data ({losses[0]}{more}); "
             f"plog recover --dry-run {path} shows what that loses, plog recover (or --salvage) does it; "
-            f"then run this again")
+            f"then run this again", path=str(path))
 
 
 def _run_log_dir(log_dir, parts, operations, options, now, report, progress) -> None:
@@ -385,7 +381,7 @@ def _run_log_dir(log_dir, parts, operations, options, now, report, progress) -> 
         lm = LogManager([log_dir], lazy=True, time_source=(lambda: now) if options.now_ms is not None else None,
                         format_missing=False)
     except LogDirLockedError as e:
-        raise MaintenanceError(f"{e} (stop the broker or the plog writer first)") from None
+        raise MaintenanceError(f"{e} (stop the broker or the plog writer first)", path=e.path) from None
     try:
         if not clean:
             outcome_dir.recovered_partitions = sum(
@@ -428,7 +424,7 @@ def _run_standalone_partition(part, operations, options, now, report, progress) 
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise MaintenanceError(f"{part.path} is being maintained by another process") from None
+            raise MaintenanceError(f"{part.path} is being maintained by another process", path=str(part.path)) from None
         log = Log.open(part.path, eff.config, had_clean_shutdown=False, recovery_point=0)
         try:
             for op in operations:

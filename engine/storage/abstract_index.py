@@ -87,23 +87,9 @@ from plog.formats.indexes import DEFAULT_MAX_INDEX_SIZE
 from plog.engine.storage.descriptor_budget import budget, open_fd
 from plog.engine.storage.index_file import preallocated_prefix
 # Sanity checks raise plog.engine.errors.CorruptIndexError (the formats error, re-exported).
-from plog.engine.errors import EngineError, InvalidOffsetError
+from plog.engine.errors import ReadOnlyIndexError
 
 _PAGE = mmap.PAGESIZE
-
-
-class IndexOffsetOverflowError(InvalidOffsetError, ValueError):
-    """An offset whose distance from the index base does not fit 0..2^31-1
-    (``IndexOffsetOverflowException``). Also a ``ValueError``, so callers may catch either."""
-
-
-class InvalidTimestampError(EngineError, ValueError):
-    """A time index append whose timestamp is below the last entry's (Kafka's
-    ``IllegalStateException`` in ``TimeIndex.maybeAppend``)."""
-
-
-class ReadOnlyIndexError(EngineError, io.UnsupportedOperation):
-    """A mutation (append, truncate, resize, reset) of an index opened with ``writable=False``."""
 
 
 def rename_if_exists(old: Path, new: Path) -> None:

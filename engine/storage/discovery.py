@@ -238,7 +238,8 @@ def classify(path: str) -> str:
         return "datadir"
     raise NotAKafkaPathError(
         f"{path}: not a segment, partition folder, log directory or data directory "
-        "(no meta.properties, checkpoint files or <topic>-<partition> folders found)"
+        "(no meta.properties, checkpoint files or <topic>-<partition> folders found)",
+        path=path,
     )
 
 
@@ -249,7 +250,7 @@ def log_dirs(path: str) -> list[LogDirInfo]:
         return [scan_log_dir(path)]
     if kind == "datadir":
         return [scan_log_dir(p) for p in _find_log_dirs(path, MAX_DATA_DIR_DEPTH)]
-    raise NotAKafkaPathError(f"{path}: is a {kind}, not a log directory or data directory")
+    raise NotAKafkaPathError(f"{path}: is a {kind}, not a log directory or data directory", path=path)
 
 
 def partitions(path: str) -> list[PartitionInfo]:

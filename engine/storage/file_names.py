@@ -55,7 +55,7 @@ from plog.formats.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
 )
 
-from plog.engine.errors import EngineError, InvalidTopicError
+from plog.engine.errors import InvalidFileNameError, InvalidTopicError
 
 # -- TopicPartition ----------------------------------------------------------------------
 
@@ -297,10 +297,6 @@ _KIND_BY_SUFFIX = (
 )
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-
-
-class InvalidFileNameError(ValueError, EngineError):
-    """A file name whose offset prefix ``Long.parseLong`` would reject."""
 
 
 def filename_prefix_from_offset(offset: int) -> str:

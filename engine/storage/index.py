@@ -16,12 +16,7 @@ from __future__ import annotations
 
 from plog.formats.indexes import AbortedTxn, OffsetPosition, TimestampOffset
 
-from plog.engine.storage.abstract_index import (
-    AbstractIndex,
-    IndexOffsetOverflowError,
-    InvalidTimestampError,
-    ReadOnlyIndexError,
-)
+from plog.engine.storage.abstract_index import AbstractIndex
 from plog.engine.storage.offset_index import OffsetIndex
 from plog.engine.storage.time_index import TimeIndex
 from plog.engine.storage.transaction_index import TransactionIndex, TxnIndexSearchResult
@@ -29,11 +24,8 @@ from plog.engine.storage.transaction_index import TransactionIndex, TxnIndexSear
 __all__ = [
     "AbortedTxn",
     "AbstractIndex",
-    "IndexOffsetOverflowError",
-    "InvalidTimestampError",
     "OffsetIndex",
     "OffsetPosition",
-    "ReadOnlyIndexError",
     "TimeIndex",
     "TimestampOffset",
     "TransactionIndex",

@@ -266,7 +266,7 @@ def load(directory: Path, config: LogConfig, *, log_start_offset: int = 0, recov
             if not writable:
                 raise
             _split_overflowed_segment(directory, config, e.segment_base, report, now)
-    raise OffsetOverflowError(f"Gave up splitting overflowed segments in {directory}")
+    raise OffsetOverflowError(f"Gave up splitting overflowed segments in {directory}", path=str(directory))
 
 
 def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, clean, writable, now, report,

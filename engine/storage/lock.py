@@ -66,17 +66,18 @@ class LogDirLock:
         self._fd: int | None = None
         with _registry_lock:
             if self.log_dir in _held:
-                raise LogDirLockedError(_locked_message(self.log_dir))
+                raise LogDirLockedError(_locked_message(self.log_dir), path=self.log_dir)
             if not os.path.isdir(self.log_dir):
-                raise LogDirError(f"Log directory {self.log_dir} does not exist or is not a directory")
+                raise LogDirError(f"Log directory {self.log_dir} does not exist or is not a directory",
+                                  path=self.log_dir)
             fd = self._open()
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as e:
                 os.close(fd)
                 if e.errno in (errno.EACCES, errno.EAGAIN):
-                    raise LogDirLockedError(_locked_message(self.log_dir)) from None
-                raise LogDirError(f"Cannot lock {self.path}: {e.strerror}") from e
+                    raise LogDirLockedError(_locked_message(self.log_dir), path=self.log_dir) from None
+                raise LogDirError(f"Cannot lock {self.path}: {e.strerror}", path=self.path) from e
             self._fd = fd
             _held[self.log_dir] = self
             budget().pin(1)
@@ -86,7 +87,7 @@ class LogDirLock:
             # Read-write because an exclusive POSIX lock needs a descriptor open for writing.
             return open_fd(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
         except OSError as e:
-            raise LogDirError(f"Cannot open {self.path}: {e.strerror}") from e
+            raise LogDirError(f"Cannot open {self.path}: {e.strerror}", path=self.path) from e
 
     @property
     def locked(self) -> bool:

@@ -356,7 +356,7 @@ class Log:
         if start_offset < self.log_start_offset or start_offset > end:
             raise OffsetOutOfRangeError(
                 f"Received request for offset {start_offset} for partition {self.name}, but we only have log "
-                f"segments in the range {self.log_start_offset} to {end}.")
+                f"segments in the range {self.log_start_offset} to {end}.", offset=start_offset)
         segment = self.segments.floor(start_offset)
         while segment is not None:
             max_position = None
@@ -478,7 +478,7 @@ class Log:
         if offset > self.high_watermark:
             raise OffsetOutOfRangeError(
                 f"Cannot increment the log start offset to {offset} of partition {self.name} since it is larger "
-                f"than the high watermark {self.high_watermark}")
+                f"than the high watermark {self.high_watermark}", offset=offset)
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self.epoch_cache.truncate_from_start(offset)

@@ -17,15 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
 
+from plog.engine.errors import ConfigError
+
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
 
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
-
-
-class ConfigError(ValueError):
-    """An unknown config name or a value out of Kafka's range."""
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,7 @@ class LogManager:
     def _startup(self) -> None:
         for log_dir in self.log_dirs:
             if log_dir.exists() and not log_dir.is_dir():
-                raise LogDirError(f"log directory {log_dir} is not a directory")
+                raise LogDirError(f"log directory {log_dir} is not a directory", path=str(log_dir))
             log_dir.mkdir(parents=True, exist_ok=True)
             self._locks.append(LogDirLock(log_dir))
             self._ensure_meta_properties(log_dir)
@@ -164,7 +164,7 @@ class LogManager:
             data = json.loads(path.read_text())
             topics = data["topics"]
         except (ValueError, KeyError, TypeError) as e:
-            raise LogDirError(f"{path} is not a plog topics file: {e}") from None
+            raise LogDirError(f"{path} is not a plog topics file: {e}", path=str(path)) from None
         for name, entry in topics.items():
             self._topics.setdefault(name, entry)
 

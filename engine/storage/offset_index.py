@@ -8,8 +8,8 @@ import struct
 from plog.formats import indexes as ix
 from plog.formats.indexes import DEFAULT_MAX_INDEX_SIZE, OffsetPosition
 
-from plog.engine.errors import IndexFullError, InvalidOffsetError
-from plog.engine.storage.abstract_index import AbstractIndex, IndexOffsetOverflowError
+from plog.engine.errors import IndexFullError, IndexOffsetOverflowError, InvalidOffsetError
+from plog.engine.storage.abstract_index import AbstractIndex
 
 _PACK_OFFSET_ENTRY = struct.Struct(">ii").pack_into
 _PACK_OFFSET = struct.Struct(">ii").pack

@@ -17,7 +17,12 @@ from plog.formats.control import ControlRecordType, EndTransactionMarker, parse_
 from plog.formats.errors import InvalidRecordError
 from plog.formats.records import NO_PRODUCER_EPOCH, NO_SEQUENCE
 
-from plog.engine.errors import EngineError, InvalidProducerEpochError, OutOfOrderSequenceError
+from plog.engine.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from plog.engine.storage.producer_state_entry import (
     INT32_MAX,
     CompletedTxn,
@@ -29,14 +34,6 @@ log = logging.getLogger("plog.engine.storage.producer_state")
 
 #: ``TransactionVersion.TV_UNKNOWN``: what a replicated marker carries (the version is not on disk).
 TV_UNKNOWN = -1
-
-
-class InvalidTxnStateError(EngineError):
-    """A non-transactional batch from a producer with an open transaction (``InvalidTxnStateException``)."""
-
-
-class TransactionCoordinatorFencedError(EngineError):
-    """An end marker from an older coordinator epoch (``TransactionCoordinatorFencedException``)."""
 
 
 class AppendOrigin(enum.Enum):

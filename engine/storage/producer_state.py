@@ -69,13 +69,8 @@ from plog.formats.indexes import AbortedTxn
 from plog.formats.producer_snapshot import ProducerSnapshotEntry, encode_snapshot, java_hash_map_order
 
 from plog.engine.storage.file_names import DELETED_FILE_SUFFIX
-from plog.engine.storage.producer_append_info import (
-    TV_UNKNOWN,
-    AppendOrigin,
-    InvalidTxnStateError,
-    ProducerAppendInfo,
-    TransactionCoordinatorFencedError,
-)
+from plog.engine.errors import InvalidTxnStateError, TransactionCoordinatorFencedError
+from plog.engine.storage.producer_append_info import TV_UNKNOWN, AppendOrigin, ProducerAppendInfo
 from plog.engine.storage.producer_snapshots import (
     delete_snapshot_file,
     list_snapshot_files,

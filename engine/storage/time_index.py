@@ -8,8 +8,8 @@ import struct
 from plog.formats import indexes as ix
 from plog.formats.indexes import DEFAULT_MAX_INDEX_SIZE, TimestampOffset
 
-from plog.engine.errors import IndexFullError, InvalidOffsetError
-from plog.engine.storage.abstract_index import AbstractIndex, IndexOffsetOverflowError, InvalidTimestampError
+from plog.engine.errors import IndexFullError, IndexOffsetOverflowError, InvalidOffsetError, InvalidTimestampError
+from plog.engine.storage.abstract_index import AbstractIndex
 
 _PACK_TIME_ENTRY = struct.Struct(">qi").pack_into
 _PACK_TIME = struct.Struct(">qi").pack
@@ -88,7 +88,7 @@ class TimeIndex(AbstractIndex):
         if entries != 0 and offset < last.offset:
             raise InvalidOffsetError(
                 f"Attempt to append an offset ({offset}) to slot {entries} no larger than the "
-                f"last offset appended ({last.offset}) to {self._name}")
+                f"last offset appended ({last.offset}) to {self._name}", offset=offset)
         if entries != 0 and timestamp < last.timestamp:
             raise InvalidTimestampError(
                 f"Attempt to append a timestamp ({timestamp}) to slot {entries} no larger than "
@@ -100,7 +100,7 @@ class TimeIndex(AbstractIndex):
             raise IndexFullError(f"Attempt to append to a full time index (size = {entries}): {self._name}")
         relative = offset - self.base_offset
         if not 0 <= relative <= _INT32_MAX:
-            raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._name})")
+            raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._name})", offset=offset)
         if not _INT64_MIN <= timestamp <= _INT64_MAX:
             raise ValueError(f"Timestamp {timestamp} does not fit an int64 time index entry")
         pos = entries * 12

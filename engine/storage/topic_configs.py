@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from plog.engine.storage.log_config import TOPIC_CONFIG_NAMES, ConfigError, LogConfig
+from plog.engine.errors import ConfigError
+from plog.engine.storage.log_config import TOPIC_CONFIG_NAMES, LogConfig
 from plog.engine.storage.file_names import (
     CLUSTER_METADATA_TOPIC,
     LOG_FILE_SUFFIX,
@@ -360,7 +361,7 @@ def _plog_topics(log_dir: Path) -> dict[str, dict[str, str]]:
     except FileNotFoundError:
         return {}
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ConfigError(f"{path} is not a plog topics file: {e}") from None
+        raise ConfigError(f"{path} is not a plog topics file: {e}", path=str(path)) from None
 
 
 def _node_id_of(log_dir: Path) -> int | None:

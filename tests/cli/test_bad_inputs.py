@@ -185,6 +185,14 @@ CASES: list[Case] = [
     C(f"consume orders -t users -e {D}", 2, "orders", "users"),
     # a Kafka log directory holds some partitions of a topic: the others are on other brokers
     C("consume __consumer_offsets -p 3 -e -d {kl}", 1, "{kl}", "no folder for __consumer_offsets-3"),
+    # decoding Confluent-framed values (issue 25): bad formats, kcat's pack formats, a missing schemas directory
+    C(f"consume orders -e --value-format xml {D}", 2, "--value-format", "xml", "json-schema"),
+    C(f"consume orders -e --key-format avro4 {D}", 2, "--key-format", "avro4"),
+    C(f"consume orders -e -s value=<i {D}", 2, "-s value=<i", "pack formats"),
+    C(f"consume orders -e -s head=avro {D}", 2, "-s head=avro", "key=FORMAT"),
+    C(f"consume orders -e -s avro --value-format raw {D}", 2, "--value-format", "-s avro"),
+    C(f"consume orders -e --schemas {{missing}} {D}", 2, "--schemas", "--value-format"),
+    C(f"consume orders -e --value-format auto --schemas {{missing}} {D}", 1, "{missing}"),
     # dump
     C("dump {missing_seg}", 1, "{missing_seg}"),
     C("dump {empty}", 1, "{empty}"),
@@ -194,6 +202,9 @@ CASES: list[Case] = [
     C("dump --max-bytes x {seg}", 2, "--max-bytes"),
     C("dump --kafka-version 7 {seg}", 2, "--kafka-version"),
     C("dump --key-decoder nonsense {seg}", 2, "nonsense"),
+    C("dump --value-decoder avro5 {seg}", 2, "avro5", "confluent"),
+    C("dump --schemas {missing} {seg}", 2, "--schemas", "--value-decoder"),
+    C("dump --value-decoder confluent --schemas {missing} {seg}", 1, "{missing}"),
     C("dump", 2),
     C("dump --bootstrap-server localhost:9092 {seg}", 2, "--bootstrap-server", "PATH"),
     # lookup
@@ -277,6 +288,8 @@ CASES: list[Case] = [
     C("scan --mode everything {kl}", 2, "--mode"),
     C("scan -q -j 1 --topic nosuch {kl}", 1, "nosuch", "topics there"),
     C("scan --mode search --key-hex zz {kl}", 2, "--key-hex"),
+    C("scan --where 'value.id == 1' {kl}", 2, "--where", "value.id == 1"),
+    C("scan --where 'value.id = 1' --schemas {missing} {kl}", 1, "{missing}"),
     C("scan --mode sql {kl}", 2, "--sql"),
     C("scan -b localhost:9092", 2, "-b", "--data-dir"),
     # simulate: a bad scenario file is a usage error (documented in its --help)

@@ -9,11 +9,12 @@ from plog.engine.cluster.data_dir import DataDir
 from plog.engine.clients.consumer import Consumer
 from plog.engine.errors import (
     InvalidProducerBatchError,
+    ProducerError,
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
 from plog.engine.clients.partitioner import partition_for_key
-from plog.engine.clients.producer import Producer, ProducerError
+from plog.engine.clients.producer import Producer
 from plog.formats.batches import BatchIterator
 from plog.formats.record_batch import encode_batch
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from conftest import CORPUS
 from plog.formats.binary_json import encode_bytes
 from plog.engine.inspect.dump import DumpOptions, DumpRun
-from plog.engine.errors import InputRecordError
+from plog.engine.errors import InputRecordError, PropertyError, TemplateError
 from plog.engine.storage.file_records import FileBatches
 from plog.engine.clients.console_io import (
     DEFAULT_TEMPLATE,
@@ -31,8 +31,6 @@ from plog.engine.clients.console_io import (
     MESSAGE_FORMATTER_PROPERTIES,
     ConsoleFormat,
     LineParser,
-    PropertyError,
-    TemplateError,
     compile_console_format,
     compile_template,
     properties_to_settings,

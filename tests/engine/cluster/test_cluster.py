@@ -9,13 +9,14 @@ import random
 import pytest
 
 from plog.engine.storage.checkpoints import read_meta_properties
-from plog.engine.cluster.data_dir import DataDir, ReadOnlyDataDirError
+from plog.engine.cluster.data_dir import DataDir
 from plog.engine.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
     LogDirError,
+    ReadOnlyDataDirError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from plog.engine.cluster.data_dir import DataDir
-from plog.engine.errors import EngineError, LogDirError
-from plog.engine.cluster.scenario import ScenarioError, load_scenario, parse_duration_ms
+from plog.engine.errors import EngineError, LogDirError, ScenarioError
+from plog.engine.cluster.scenario import load_scenario, parse_duration_ms
 from plog.engine.cluster.simulation import run_scenario
 from plog.engine.storage.file_names import TopicPartition
 

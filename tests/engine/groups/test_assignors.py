@@ -36,12 +36,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
 from plog.engine.groups import sticky_assignor as assignors_module
 from plog.engine.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNMENT_STRATEGY, get_assignor
-from plog.engine.groups.partition_assignor import (
-    AssignmentFailedError,
-    RebalanceProtocol,
-    Subscription,
-    UnknownAssignorError,
-)
+from plog.engine.groups.partition_assignor import RebalanceProtocol, Subscription
 from plog.engine.groups.range_assignor import RangeAssignor
 from plog.engine.groups.round_robin_assignor import RoundRobinAssignor
 from plog.engine.groups.sticky_assignor import (
@@ -50,7 +45,7 @@ from plog.engine.groups.sticky_assignor import (
     decode_sticky_user_data,
     encode_sticky_user_data,
 )
-from plog.engine.errors import GroupError
+from plog.engine.errors import AssignmentFailedError, GroupError, UnknownAssignorError
 from plog.engine.storage.file_names import TopicPartition
 
 S = Subscription

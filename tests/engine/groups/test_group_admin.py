@@ -10,14 +10,18 @@ from pathlib import Path
 import pytest
 
 from conftest import CORPUS
-from plog.engine.cluster.data_dir import DataDir, ReadOnlyDataDirError
+from plog.engine.cluster.data_dir import DataDir
 from plog.engine.clients.consumer import Consumer
-from plog.engine.errors import NoOffsetForPartitionError, UnknownTopicOrPartitionError
-from plog.engine.groups.admin import (
+from plog.engine.errors import (
     GroupIdNotFoundError,
-    GroupListing,
     GroupNotInactiveError,
     InvalidResetArgumentError,
+    NoOffsetForPartitionError,
+    ReadOnlyDataDirError,
+    UnknownTopicOrPartitionError,
+)
+from plog.engine.groups.admin import (
+    GroupListing,
     ResetStrategy,
     delete_groups,
     describe_group,

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from plog.engine.storage.log_config import LogConfig
+from plog.engine.errors import GroupOffsetsError
 from plog.engine.groups.committed_offsets import (
     CommittedOffset,
-    GroupOffsetsError,
     list_groups,
     offsets_partition_dirs,
     read_group_state,

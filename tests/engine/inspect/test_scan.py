@@ -35,8 +35,8 @@ from hypothesis import strategies as st
 from plog.engine.storage import discovery
 from plog.engine.storage.file_records import FileBatches
 from plog.engine.clients.record_io import parse_jsonl
+from plog.engine.errors import ScanError
 from plog.engine.inspect.scan import (
-    ScanError,
     ScanFilter,
     ScanRecord,
     format_record_jsonl,

@@ -28,12 +28,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plog.engine.maintenance import cleaner as cleaner_mod
-from plog.engine.maintenance.cleaner import (
-    CleanerBufferTooSmallError,
-    clean_log,
-    explain_compaction,
-    group_segments_by_size,
-)
+from plog.engine.errors import CleanerBufferTooSmallError
+from plog.engine.maintenance.cleaner import clean_log, explain_compaction, group_segments_by_size
 from plog.engine.maintenance.cleaner_manager import log_to_clean
 from plog.engine.storage.log_config import LogConfig
 from plog.engine.storage.log import load_log

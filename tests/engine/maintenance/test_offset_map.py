@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plog.engine.maintenance.offset_map import BYTES_PER_ENTRY, OffsetMapFullError, SkimpyOffsetMap
+from plog.engine.errors import OffsetMapFullError
+from plog.engine.maintenance.offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap
 
 
 def java_int(n: int) -> int:

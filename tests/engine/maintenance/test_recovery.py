@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 from plog.engine.maintenance import recovery
 from plog.engine.storage.checkpoints import CleanShutdownFile, OffsetCheckpointFile
 from plog.engine.storage.log_config import LogConfig
-from plog.engine.errors import EngineError, LogDirLockedError
+from plog.engine.errors import EngineError, LogDirInUseError, LogDirLockedError
 from plog.engine.storage.lock import LogDirLock
 from plog.engine.storage.log import Log
 from plog.engine.storage.log_manager import LogManager
-from plog.engine.maintenance.recovery import LogDirInUseError, plan_recovery, recover
+from plog.engine.maintenance.recovery import plan_recovery, recover
 from plog.engine.maintenance.salvage import quarantine_file_name
 from plog.engine.storage.file_names import TopicPartition
 from plog.engine.inspect.verify import ERROR, verify_path
@@ -777,7 +777,7 @@ def test_a_failing_partition_is_reported_and_keeps_its_checkpoints(tmp_path, mon
 
 
 def test_overrides_shape_the_rebuilt_indexes(tmp_path):
-    from plog.engine.storage.log_config import ConfigError
+    from plog.engine.errors import ConfigError
 
     d = make_log_dir(tmp_path)
     part = d / "t-0"

@@ -19,14 +19,13 @@ from hypothesis import strategies as st
 
 from plog.engine.storage.log_config import LogConfig
 from plog.engine.storage.log import Log
+from plog.engine.errors import RetentionError, StaleRetentionPlanError
 from plog.engine.maintenance.retention import (
     RULE_LOG_START,
     RULE_SIZE,
     RULE_TIME,
     TS_MTIME,
     TS_RECORD,
-    RetentionError,
-    StaleRetentionPlanError,
     delete_old_segments,
     format_bytes,
     format_duration,

@@ -17,14 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from plog.engine.errors import CorruptIndexError, EngineError, IndexFullError, InvalidOffsetError
+from plog.engine.errors import (
+    CorruptIndexError,
+    EngineError,
+    IndexFullError,
+    IndexOffsetOverflowError,
+    InvalidOffsetError,
+    InvalidTimestampError,
+    ReadOnlyIndexError,
+)
 from plog.engine.storage.index import (
     AbortedTxn,
-    IndexOffsetOverflowError,
-    InvalidTimestampError,
     OffsetIndex,
     OffsetPosition,
-    ReadOnlyIndexError,
     TimeIndex,
     TimestampOffset,
     TransactionIndex,

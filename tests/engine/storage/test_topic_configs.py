@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from plog.engine.storage.log_config import ConfigError
+from plog.engine.errors import ConfigError
 from plog.engine.storage.topic_configs import (
     COMMAND_LINE,
     DYNAMIC_BROKER,
