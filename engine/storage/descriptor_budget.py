@@ -378,21 +378,12 @@ def open_fd(path: str | os.PathLike, flags: int, mode: int = 0o666, *, keep=None
     """``os.open``; when the process is out of descriptors (EMFILE, ENFILE), idle holders
     are closed (never ``keep``) and the open is tried again, until it works or there is
     nothing left to close (then the error is raised, naming ``path``)."""
-    try:
-        return os.open(path, flags, mode)
-    except OSError as e:
-        if e.errno not in _FD_EXHAUSTED:
-            raise
-        error = e
-    b = budget()
-    while b.relieve(keep):
+    while True:
         try:
             return os.open(path, flags, mode)
         except OSError as e:
-            if e.errno not in _FD_EXHAUSTED:
+            if e.errno not in _FD_EXHAUSTED or not budget().relieve(keep):
                 raise
-            error = e
-    raise error
 
 
 _REOPEN_MASK = ~(os.O_CREAT | os.O_EXCL | os.O_TRUNC)
