@@ -465,8 +465,10 @@ def test_ctrl_c_while_the_command_is_still_loading(data, delay, stop):
     inside Python's own start-up is Python's business, the same for every Python program), is
     continued, and gets the signal ``delay`` seconds later: somewhere in the imports, or later."""
     segment = data / "broker-1" / "big-0" / "00000000000000000000.log"
+    # The segment 20 times: the native renderer dumps one copy in about 0.1 s, and the signal
+    # must find the command still at work even at the longest delay.
     p = subprocess.Popen([sys.executable, "-c", _LOADING_CHILD, "dump", "--deep-iteration", "--print-data-log",
-                          str(segment)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          *[str(segment)] * 20], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          stdin=subprocess.DEVNULL, env=child_env())
     deadline = time.monotonic() + 60
     while _state(p.pid) != "T":
