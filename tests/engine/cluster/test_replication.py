@@ -40,11 +40,29 @@ def batch(*values: bytes, ts: int = 1_700_000_000_000) -> bytes:
     return encode_batch([(i, ts, None, v) for i, v in enumerate(values)])
 
 
+#: The writers cluster() opened in the running test, closed after it (a writer holds its
+#: broker directories' locks until closed: left open, they stay held in this process for the
+#: tests that run after it, which see other tests' locks).
+_WRITERS: list = []
+
+
+@pytest.fixture(autouse=True)
+def _close_writers():
+    yield
+    writers, _WRITERS[:] = list(_WRITERS), []
+    for w in writers:
+        try:
+            w.close()
+        except Exception:  # a test that left its writer failing (a crashed ISR member): locks still go
+            pass
+
+
 def cluster(tmp_path, replicas=(1, 2), *, configs=None, truncation="leader-epoch", brokers_n=None):
     clock = Clock()
     dd = DataDir.init(tmp_path / "dd", brokers=brokers_n or len(replicas))
     dd.create_topic("t", replica_assignment={0: list(replicas)}, configs=configs or {})
     w = dd.writer(5, clock=clock, truncation=truncation)
+    _WRITERS.append(w)
     return dd, w, clock
 
 
