@@ -103,6 +103,23 @@ def rename_if_exists(old: Path, new: Path) -> None:
             raise
 
 
+def _snapshot(fd: int, length: int) -> bytes:
+    """The first ``length`` bytes of a live writer's index, read with ``pread``: what a view
+    that follows a live writer holds instead of a map. The writer trims its active index at
+    roll and close, and may trim one with no entry to nothing; a map of even that first
+    page then faults (SIGBUS, seen as a consumer process killed by signal 7) on the next
+    read. A copy cannot fault; the writer only appends past it (a truncation's zeroed
+    entries, which the copy still shows, point at positions the log read then finds gone)."""
+    parts, got = [], 0
+    while got < length:
+        chunk = os.pread(fd, length - got, got)
+        if not chunk:
+            break  # cut meanwhile: the copy is what was there
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
 class AbstractIndex:
     """Shared machinery of the mmapped offset and time indexes (Kafka's ``AbstractIndex``).
 
@@ -175,8 +192,8 @@ class AbstractIndex:
 
     def _ensure(self) -> None:
         """Loaded and mapped (a map is needed to read or store entries)."""
-        if self._mm is not None and budget().touch(self):
-            return
+        if self._mm is not None and (type(self._mm) is bytes or budget().touch(self)):
+            return  # (a live reader's copy is not counted by the budget: no map, no descriptor)
         if not self._loaded:
             self._open()
         elif self._length:
@@ -263,6 +280,8 @@ class AbstractIndex:
         and the map is tried again)."""
         if length == 0:
             return None  # mmap cannot map an empty file; an empty index needs no map
+        if not self.writable and self.live_reader:
+            return _snapshot(fd, length)
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
         b = budget()
         b.admit(self, 1, 1)
@@ -281,7 +300,8 @@ class AbstractIndex:
     def _unmap(self) -> None:
         if self._mm is not None:
             budget().forget(self)
-            self._mm.close()
+            if isinstance(self._mm, mmap.mmap):
+                self._mm.close()
             self._mm = None
 
     def _budget_evict(self) -> bool:
@@ -289,7 +309,8 @@ class AbstractIndex:
         mm = self._mm
         if mm is not None:
             try:
-                mm.close()
+                if isinstance(mm, mmap.mmap):
+                    mm.close()
             except BufferError:
                 return False  # a caller still holds a view of it: in use
             self._mm = None
