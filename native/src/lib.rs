@@ -66,18 +66,18 @@ pyo3::create_exception!(
 
 /// Regions and walks at least this long run with the GIL released; below it, releasing
 /// and taking the GIL back costs more than the work (and may wait a switch interval).
-const DETACH_THRESHOLD: usize = 256 * 1024;
+pub(crate) const DETACH_THRESHOLD: usize = 256 * 1024;
 
 /// A read-only view of the bytes behind a Python buffer (bytes, bytearray, memoryview,
 /// mmap). The exporter cannot free or resize the memory while the view holds the buffer
 /// (bytearray and mmap refuse with BufferError), so the slice stays valid for the view's
 /// life, with or without the GIL.
-struct ByteView {
+pub(crate) struct ByteView {
     buffer: PyBuffer<u8>,
 }
 
 impl ByteView {
-    fn new(obj: &Bound<'_, PyAny>) -> PyResult<ByteView> {
+    pub(crate) fn new(obj: &Bound<'_, PyAny>) -> PyResult<ByteView> {
         let buffer = PyBuffer::<u8>::get(obj)?;
         if !buffer.is_c_contiguous() {
             return Err(PyValueError::new_err("the buffer must be contiguous"));
@@ -88,11 +88,11 @@ impl ByteView {
     /// Whether the exporter hands the bytes out read-only (bytes, an mmap opened for
     /// reading). Only such buffers are read with the GIL released: a writable one (a
     /// bytearray) could be written by another Python thread meanwhile.
-    fn readonly(&self) -> bool {
+    pub(crate) fn readonly(&self) -> bool {
         self.buffer.readonly()
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         let len = self.buffer.len_bytes();
         if len == 0 {
             return &[];
@@ -109,7 +109,7 @@ impl ByteView {
 
 /// Run `f`, turning a panic into a `corrupt` fault at `position` (a bug in this crate must
 /// be one clear error line for the user, never a crash or a PanicException).
-fn guarded<T>(position: Option<i64>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+pub(crate) fn guarded<T>(position: Option<i64>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result,
         Err(payload) => {
@@ -127,7 +127,7 @@ fn fault_args(fault: &Fault) -> (&'static str, &str, Option<i64>) {
     (fault.kind.name(), fault.reason.as_str(), fault.position)
 }
 
-fn raise(fault: Fault) -> PyErr {
+pub(crate) fn raise(fault: Fault) -> PyErr {
     NativeFormatError::new_err((fault.kind.name(), fault.reason, fault.position))
 }
 
@@ -247,7 +247,7 @@ fn walk_entries<'py>(
 // v2 records
 
 /// Run a records-region pass over `data`, releasing the GIL when the region is long.
-fn run_region<T: Send>(py: Python<'_>, data: &[u8], pass: impl FnOnce(&[u8]) -> T + Send) -> T {
+pub(crate) fn run_region<T: Send>(py: Python<'_>, data: &[u8], pass: impl FnOnce(&[u8]) -> T + Send) -> T {
     if data.len() >= DETACH_THRESHOLD {
         py.detach(|| pass(data))
     } else {
@@ -514,5 +514,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify_hot, m)?)?;
     m.add_function(wrap_pyfunction!(render_dump_records, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_guard_probe, m)?)?;
+    // Each further unit registers its own functions from its own file (one line each here).
     Ok(())
 }
