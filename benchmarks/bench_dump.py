@@ -1,19 +1,25 @@
-"""``plog dump --print-data-log > /dev/null``: records/s and peak RSS on a large segment,
-side by side with Kafka's own DumpLogSegments on the same file when its jars are present.
+"""``plog dump --print-data-log > /dev/null`` and ``plog dump --deep-iteration``: records/s
+and peak RSS on a large segment, on both of plog's paths (the native core, and the pure-Python
+reference with ``PLOG_NATIVE=0``), side by side with Kafka's own DumpLogSegments on the same
+file when its jars are present.
 
 The segment is written once with plog's engine (the perf-anchors workload: 10-byte keys,
 100-byte values, uncompressed batches of 500 records) into a cache folder outside git and
-reused. Each tool runs as a child process with stdout to /dev/null; peak RSS is the
-child's ``ru_maxrss``. Targets (issue 4): >= 700k records/s, RSS <= 150 MB whatever the size.
+reused. Each tool runs as a child process with stdout to /dev/null, start-up included; peak
+RSS is the child's ``ru_maxrss``. Targets: issue 4 (>= 700k records/s, RSS <= 150 MB whatever
+the size) and issue 23 (>= 5x Kafka's DumpLogSegments, with and without payloads).
 
-    .venv/bin/python benchmarks/bench_dump.py --size-mb 1024 [--json out.json]
+JSON keys: ``plog`` (native path, --print-data-log), ``plog_python``, ``deep`` (``plog``,
+``plog_python``, ``kafka_dump_log_segments`` for --deep-iteration without payloads),
+``kafka_dump_log_segments`` and ``plog_speed_vs_kafka`` (print-data-log), ``deep_speed_vs_kafka``.
+
+    .venv/bin/python benchmarks/bench_dump.py --size-mb 1024 [--json out.json] [--no-python]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -62,23 +68,42 @@ def build_segment(size_mb: int, cache: Path) -> tuple[Path, int]:
     return seg, records
 
 
-def run_child(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of ``cmd`` with stdout to /dev/null."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def run_child(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of ``cmd`` with stdout to /dev/null.
+
+    Peak RSS is read from ``wait4``'s own rusage for this child (``RUSAGE_CHILDREN`` would be
+    the largest child so far, whichever it was)."""
     start = time.perf_counter()
     with open(os.devnull, "wb") as null:
-        subprocess.run(cmd, stdout=null, stderr=subprocess.PIPE, check=True)
-    wall = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    # ru_maxrss of RUSAGE_CHILDREN is the largest child so far: run the small tool first.
-    return wall, max(peak, before) / 1024
+        proc = subprocess.Popen(cmd, stdout=null, stderr=subprocess.PIPE, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        err = proc.stderr.read().decode(errors="replace")
+        proc.stderr.close()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd[:4])}... exited {proc.returncode}: {err.strip()[-500:]}")
+    return wall, usage.ru_maxrss / 1024
 
 
-def kafka_command(seg: Path) -> list[str] | None:
+def plog_env(native: bool) -> dict:
+    env = dict(os.environ)
+    if native:
+        env.pop("PLOG_NATIVE", None)
+    else:
+        env["PLOG_NATIVE"] = "0"
+    return env
+
+
+def figures(wall: float, rss: float, records: int) -> dict:
+    return {"seconds": round(wall, 2), "records_per_s": round(records / wall), "peak_rss_mib": round(rss, 1)}
+
+
+def kafka_command(seg: Path, mode: str) -> list[str] | None:
     jars = ROOT / ".kafka-cache" / "4.3.1"
     if not jars.is_dir():
         return None
-    return ["java", "-cp", f"{jars}/*", "org.apache.kafka.tools.DumpLogSegments", "--print-data-log", "--files", str(seg)]
+    return ["java", "-cp", f"{jars}/*", "org.apache.kafka.tools.DumpLogSegments", mode, "--files", str(seg)]
 
 
 def main() -> None:
@@ -86,25 +111,32 @@ def main() -> None:
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--cache", default=str(ROOT / "benchmarks" / "results" / "cache"))
     ap.add_argument("--no-kafka", action="store_true", help="skip Kafka's DumpLogSegments")
+    ap.add_argument("--no-python", action="store_true", help="skip the pure-Python path (PLOG_NATIVE=0)")
     ap.add_argument("--json")
     args = ap.parse_args()
     seg, records = build_segment(args.size_mb, Path(args.cache))
     size = seg.stat().st_size
-    plog = [sys.executable, "-m", "plog.cli", "dump", "--print-data-log", str(seg)]
-    wall, rss = run_child(plog)
-    result = {
+    result: dict = {
         "benchmark": "dump --print-data-log",
         "segment_bytes": size,
         "records": records,
-        "plog": {"seconds": round(wall, 2), "records_per_s": round(records / wall), "peak_rss_mib": round(rss, 1)},
-        "targets": {"records_per_s": 700_000, "peak_rss_mib": 150},
+        "targets": {"records_per_s": 700_000, "peak_rss_mib": 150, "speed_vs_kafka": 5},
+        "deep": {},
     }
-    kafka = None if args.no_kafka else kafka_command(seg)
-    if kafka:
-        k_wall, k_rss = run_child(kafka)
-        result["kafka_dump_log_segments"] = {"seconds": round(k_wall, 2), "records_per_s": round(records / k_wall),
-                                             "peak_rss_mib": round(k_rss, 1)}
-        result["plog_speed_vs_kafka"] = round(k_wall / wall, 2)
+    for mode, into in (("--print-data-log", result), ("--deep-iteration", result["deep"])):
+        plog = [sys.executable, "-m", "plog.cli", "dump", mode, str(seg)]
+        into["plog"] = figures(*run_child(plog, plog_env(True)), records)
+        if not args.no_python:
+            into["plog_python"] = figures(*run_child(plog, plog_env(False)), records)
+        kafka = None if args.no_kafka else kafka_command(seg, mode)
+        if kafka:
+            into["kafka_dump_log_segments"] = figures(*run_child(kafka), records)
+    k = result.get("kafka_dump_log_segments")
+    if k:
+        result["plog_speed_vs_kafka"] = round(k["seconds"] / result["plog"]["seconds"], 2)
+    k = result["deep"].get("kafka_dump_log_segments")
+    if k:
+        result["deep_speed_vs_kafka"] = round(k["seconds"] / result["deep"]["plog"]["seconds"], 2)
     emit(result, args.json)
 
 

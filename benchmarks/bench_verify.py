@@ -20,6 +20,8 @@ Figures (GB = 10^9 bytes; the files are in the page cache: read once before timi
 * ``naive_scan``: the anchors' naive batch scan (header unpack, CRC-32C of each batch, offset
   continuity; nothing else), chunked the same way: the floor for a batch-by-batch verifier;
 * ``engine_single``: :func:`plog.engine.inspect.verify.verify_paths` in this process, one job;
+* ``small_batches``: ``engine_single`` and the ceiling again on a one-partition directory of
+  ``--small-size`` bytes of ~1 KiB batches (8 records each), where per-batch costs dominate;
 * ``cli_single`` / ``cli_jobs``: ``plog verify DIR --quiet --jobs 1`` / ``--jobs N`` as a
   child process (interpreter start-up included), wall time, and the peak RSS of the process
   and its workers (``RUSAGE_CHILDREN`` of a small intermediate process: Linux carries the
@@ -64,6 +66,8 @@ from plog.formats.record_batch import encode_batch  # noqa: E402
 
 TARGETS = {"verify_single_gb_per_s": 4.0, "peak_rss_mb": 150}
 RECORDS_PER_BATCH = 135
+# ~1 KiB batches (8 records of ~118 bytes + the 61-byte header): issue 23's small-batch figure.
+SMALL_RECORDS_PER_BATCH = 8
 INDEX_INTERVAL_BYTES = 4096
 TOPIC = "bench-verify"
 LAYOUT_VERSION = 1
@@ -77,11 +81,11 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
-def batch_pool(count: int = 64) -> list[bytearray]:
-    records = json_events(count * RECORDS_PER_BATCH)
+def batch_pool(count: int = 64, per_batch: int = RECORDS_PER_BATCH) -> list[bytearray]:
+    records = json_events(count * per_batch)
     pool = []
     for i in range(count):
-        group = records[i * RECORDS_PER_BATCH:(i + 1) * RECORDS_PER_BATCH]
+        group = records[i * per_batch:(i + 1) * per_batch]
         t0 = group[0][1]
         pool.append(bytearray(encode_batch([(j, ts - t0, k, v) for j, (_, ts, k, v) in enumerate(group)],
                                            compression_codec=NONE)))
@@ -92,7 +96,8 @@ _Q = struct.Struct(">q")
 _I = struct.Struct(">I")
 
 
-def write_partition(directory: Path, pool: list[bytearray], total: int, segment_bytes: int) -> int:
+def write_partition(directory: Path, pool: list[bytearray], total: int, segment_bytes: int,
+                    per_batch: int = RECORDS_PER_BATCH) -> int:
     """Write one partition as a broker's leader append path would; returns its log end offset."""
     directory.mkdir(parents=True)
     offset = 0
@@ -119,7 +124,7 @@ def write_partition(directory: Path, pool: list[bytearray], total: int, segment_
             _Q.pack_into(buf, 27, ts)
             _Q.pack_into(buf, 35, ts + span)
             _I.pack_into(buf, 17, crc32c(memoryview(buf)[21:]))
-            last = offset + RECORDS_PER_BATCH - 1
+            last = offset + per_batch - 1
             max_ts = ts + span
             if since_entry > INDEX_INTERVAL_BYTES:
                 index += struct.pack(">ii", last - base, size)
@@ -147,8 +152,10 @@ def write_partition(directory: Path, pool: list[bytearray], total: int, segment_
     return offset
 
 
-def build(root: Path, size: int, partitions: int, segment_bytes: int) -> Path:
+def build(root: Path, size: int, partitions: int, segment_bytes: int, per_batch: int = RECORDS_PER_BATCH) -> Path:
     params = {"size": size, "partitions": partitions, "segment_bytes": segment_bytes, "layout": LAYOUT_VERSION}
+    if per_batch != RECORDS_PER_BATCH:
+        params["records_per_batch"] = per_batch
     logdir = root / "logdir"
     stamp = root / "params.json"
     if stamp.exists() and json.loads(stamp.read_text()) == params:
@@ -158,10 +165,11 @@ def build(root: Path, size: int, partitions: int, segment_bytes: int) -> Path:
             p.unlink() if p.is_file() else p.rmdir()
     logdir.mkdir(parents=True)
     print(f"building {size / 1e9:.2f} GB in {partitions} partitions under {logdir} ...", file=sys.stderr)
-    pool = batch_pool()
+    pool = batch_pool(per_batch=per_batch)
     ends = {}
     for k in range(partitions):
-        ends[(TOPIC, k)] = write_partition(logdir / f"{TOPIC}-{k}", pool, size // partitions, segment_bytes)
+        ends[(TOPIC, k)] = write_partition(logdir / f"{TOPIC}-{k}", pool, size // partitions, segment_bytes,
+                                           per_batch)
     (logdir / "recovery-point-offset-checkpoint").write_text(format_offset_checkpoint(ends))
     (logdir / "replication-offset-checkpoint").write_text(format_offset_checkpoint(ends))
     (logdir / "log-start-offset-checkpoint").write_text(format_offset_checkpoint({}))
@@ -236,6 +244,7 @@ def naive_scan(logdir: Path) -> tuple[float, float]:
 
 
 def engine_single(logdir: Path) -> tuple[float, float, VerifyStats]:
+    """Wall and CPU seconds of the engine's verify of ``logdir`` in this process, one job."""
     stats = VerifyStats()
     t0, c0 = time.perf_counter(), time.process_time()
     findings = list(verify_paths([str(logdir)], stats=stats))
@@ -275,18 +284,26 @@ def main() -> None:
     ap.add_argument("--segment-bytes", default="256M")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="for the --jobs figure")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--small-size", default="1G",
+                    help="bytes of .log of the ~1 KiB-batch directory (one partition; 0: not measured)")
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "plog-bench-verify"),
                     help="cache directory for the built log directory")
     ap.add_argument("--json", help="also write the result to this file")
     args = ap.parse_args()
     size, segment_bytes = parse_size(args.size), parse_size(args.segment_bytes)
     started = time.perf_counter()
+    small_size = parse_size(args.small_size)
+    small_dir = small_bytes = None
+    if small_size:
+        small_dir = build(Path(args.dir + "-small-batches"), small_size, 1, segment_bytes, SMALL_RECORDS_PER_BATCH)
+        small_bytes = warm(small_dir)
     logdir = build(Path(args.dir), size, args.partitions, segment_bytes)
     log_bytes = warm(logdir)
     total_bytes = sum(p.stat().st_size for p in logdir.rglob("*") if p.is_file())
     runs: dict[str, list] = {}
     rss = {"cli_single": [], "cli_jobs": []}
-    ratios, cpu_ratios, naive_ratios = [], [], []
+    ratios, cpu_ratios, naive_ratios, small_ratios = [], [], [], []
+    small_stats = None
     stats = None
     load = os.getloadavg()[0]
 
@@ -308,6 +325,12 @@ def main() -> None:
         rss["cli_jobs"].append(rj)
         ratios.append(c / e)
         cpu_ratios.append(c_cpu / e_cpu)
+        if small_dir is not None:
+            sc, _ = ceiling(small_dir)
+            se, _, small_stats = engine_single(small_dir)
+            runs.setdefault("small_ceiling", []).append(small_bytes / sc / 1e9)
+            runs.setdefault("small_engine", []).append(small_bytes / se / 1e9)
+            small_ratios.append(sc / se)
         print(f"ceiling {runs['ceiling'][-1]:.2f} GB/s ({runs['ceiling_cpu'][-1]:.2f} per CPU-s), naive "
               f"{runs['naive'][-1]:.2f} ({runs['naive_cpu'][-1]:.2f}), engine "
               f"{runs['engine'][-1]:.2f} ({runs['engine_cpu'][-1]:.2f}), cli {runs['cli_single'][-1]:.2f} "
@@ -334,6 +357,15 @@ def main() -> None:
         "cli_single_peak_rss_mb": round(max(rss["cli_single"]), 1),
         "cli_jobs_peak_rss_mb": round(max(rss["cli_jobs"]), 1),
     }
+    if small_dir is not None:
+        figures["small_batches"] = {
+            "log_bytes": small_bytes,
+            "batches": small_stats.batches,
+            "mean_batch_bytes": round(small_bytes / small_stats.batches),
+            "engine_single_gb_per_s": fig(runs["small_engine"]),
+            "ceiling_crc32c_gb_per_s": fig(runs["small_ceiling"]),
+            "engine_vs_ceiling": round(statistics.median(small_ratios), 2),
+        }
     result = {
         "benchmark": "verify",
         "python": platform.python_version(),

@@ -3,8 +3,13 @@
 Runs every ``benchmarks/bench_*.py`` as a child process (``sys.executable bench_X.py ARGS
 --json FILE``), reads the JSON it writes (see ``workloads.emit``) and turns it into rows:
 
-    benchmark | figure | plog (value + unit) | peer (name + value) | ratio | target | met
+    benchmark | figure | plog (value + unit) | pure Python | peer (name + value) | ratio | target | met
 
+``plog`` is the default path (the native core, when ``plog._native`` is built); ``pure Python``
+is the same figure on the reference path (``PLOG_NATIVE=0``): either the benchmark measures both
+paths itself (dump, produce/consume, maintenance, scan: ``*_python`` figures in its JSON), or the
+report runs it a second time with ``PLOG_NATIVE=0`` (``Bench.python_pass``) and takes each row's
+figure of the same key from that run.
 ``ratio`` is plog / peer in the row's unit, as the benchmark measured it (most take the ratio
 within each repetition and report the median): for a rate above 1 means plog is faster, for a
 time below 1 means plog is faster. ``target`` is the issue's target, with the issue it comes
@@ -20,8 +25,9 @@ Invariants:
 
 * every benchmark of :data:`BENCHMARKS` (one per ``bench_*.py`` file; a test checks that) gives
   rows in every report: its figures, or rows saying ``not run: <reason>`` or ``error: <message>``;
-* every target of :data:`BENCHMARKS` (the targets of issues 2-9, and issue 10's start-up) is a
-  row in every report, measured, not run or failed: a target is never dropped silently;
+* every target of :data:`BENCHMARKS` (the targets of issues 2-9, issue 10's start-up and issue
+  23's native speed) is a row in every report, measured, not run or failed: a target is never
+  dropped silently;
 * one benchmark failing never stops the others; the report is still written and the exit code
   is then 1 (0 otherwise, whether or not targets are met).
 
@@ -87,8 +93,10 @@ class Target:
 
 @dataclass
 class Row:
-    """One figure. ``plog``/``peer_value`` are numbers in ``unit`` (or text, e.g. "identical");
-    ``met`` is one of yes / no / n/a / not run / error."""
+    """One figure. ``plog``/``python``/``peer_value`` are numbers in ``unit`` (or text, e.g.
+    "identical"); ``plog`` is the default path (the native core when it is built), ``python``
+    the same figure on the pure-Python reference path (``PLOG_NATIVE=0``), None when not
+    measured; ``met`` (one of yes / no / n/a / not run / error) judges ``plog``."""
 
     benchmark: str
     key: str
@@ -102,10 +110,12 @@ class Row:
     met: str = NA
     issue: int | None = None
     note: str = ""
+    python: float | int | str | None = None
 
 
 def row(bench: str, key: str, figure: str, plog, unit: str = "", *, peer: str | None = None, peer_value=None,
-        ratio: float | None = None, target: Target | None = None, met: bool | None = None, note: str = "") -> Row:
+        ratio: float | None = None, target: Target | None = None, met: bool | None = None, note: str = "",
+        python=None) -> Row:
     """A measured row; ``met`` is the target's verdict (None: no target)."""
     if target is not None and target.key != key:
         raise ValueError(f"target {target.key} on row {key}")
@@ -116,7 +126,7 @@ def row(bench: str, key: str, figure: str, plog, unit: str = "", *, peer: str | 
     else:
         verdict = YES if met else NO
     return Row(bench, key, figure, plog, unit, peer, peer_value, ratio,
-               target.label() if target else None, verdict, target.issue if target else None, note)
+               target.label() if target else None, verdict, target.issue if target else None, note, python)
 
 
 def missing_row(bench: str, key: str, figure: str, status: str, reason: str, target: Target | None = None) -> Row:
@@ -157,6 +167,7 @@ class Context:
     kafka: str | None = None  # Java + Kafka's jars in .kafka-cache
     spark: str | None = None  # pyspark + Java
     kafka_python: str | None = None
+    native: str | None = None  # plog._native built (the default path is then the native core)
 
 
 T = Target
@@ -164,6 +175,7 @@ FORMATS_TARGETS = (
     T("formats.encode", "v2 batch encode", "≥ 2× kafka-python", 2),
     T("formats.decode", "v2 batch decode", "≥ 3× kafka-python", 2),
     T("formats.validate", "batch CRC validation, 16 KiB batches", "≥ 4 GB/s on 16 KiB batches", 2),
+    T("formats.decode_x6", "v2 batch decode into Python records", "≥ 6× kafka-python", 23),
 )
 STORAGE_TARGETS = (
     T("storage.append", "append, uncompressed, no fsync per call", "≥ 1 M records/s (16 KiB batches, no fsync)", 3),
@@ -175,11 +187,18 @@ DUMP_TARGETS = (
     T("dump.vs_kafka", "dump vs Kafka DumpLogSegments, same file", "plog faster, JVM start-up included "
       "(time ratio < 1)", 4),
     T("dump.rss", "dump peak RSS", "≤ 150 MB whatever the file size", 4),
+    T("dump.print_x5", "dump --print-data-log vs Kafka DumpLogSegments, 1 GiB, start-up included",
+      "≥ 5× Kafka's DumpLogSegments", 23),
+    T("dump.deep_x5", "dump --deep-iteration (no payload) vs Kafka DumpLogSegments, same file",
+      "≥ 5× Kafka's DumpLogSegments", 23),
 )
 VERIFY_TARGETS = (
     T("verify.engine", "plog verify, engine, 1 process", "≥ 4 GB/s single process", 4),
     T("verify.cli_single", "plog verify --jobs 1 (CLI)", "≥ 4 GB/s single process", 4),
     T("verify.rss", "plog verify peak RSS", "≤ 150 MB whatever the size", 4),
+    T("verify.vs_ceiling", "plog verify, one process, 16 KiB batches, vs the read + CRC-32C ceiling",
+      "≥ 0.9× the read + CRC-32C ceiling", 23),
+    T("verify.small_batches", "plog verify, one process, 1 KiB batches", "≥ 3 GB/s", 23),
 )
 PC_TARGETS = (
     T("produce_consume.produce", "plog produce --file, 1M lines", "≥ 500,000 records/s end to end", 6),
@@ -217,7 +236,7 @@ def extract_formats(raw: dict, ctx: Context) -> list[Row]:
     b, f = "formats", raw["figures"]
     n = raw["records"]
     enc, dec, val = f["v2_encode_records_per_s"], f["v2_decode_records_per_s"], f["batch_crc_validation_gb_per_s"]
-    t_enc, t_dec, t_val = FORMATS_TARGETS
+    t_enc, t_dec, t_val, t_dec6 = FORMATS_TARGETS
     return [
         row(b, t_enc.key, f"v2 batch encode ({n:,} records, 135 per batch)", enc["plog"], "records/s",
             peer="kafka-python", peer_value=enc["kafka_python"], ratio=enc["ratio"], target=t_enc,
@@ -227,6 +246,9 @@ def extract_formats(raw: dict, ctx: Context) -> list[Row]:
         row(b, t_val.key, f"batch CRC validation, {_gib(val['buffer_bytes'])} of 16 KiB batches", val["plog"],
             "GB/s", peer="kafka-python", peer_value=val["kafka_python"], ratio=val["ratio"], target=t_val,
             met=val["plog"] >= 4.0),
+        row(b, t_dec6.key, f"v2 batch decode into Python records ({n:,} records)", dec["plog"], "records/s",
+            peer="kafka-python", peer_value=dec["kafka_python"], ratio=dec["ratio"], target=t_dec6,
+            met=dec["ratio"] >= 6.0),
     ]
 
 
@@ -251,28 +273,48 @@ def extract_storage(raw: dict, ctx: Context) -> list[Row]:
 def extract_dump(raw: dict, ctx: Context) -> list[Row]:
     b = "dump"
     p, k = raw["plog"], raw.get("kafka_dump_log_segments")
+    py = raw.get("plog_python") or {}
+    deep = raw.get("deep") or {}
     size = f"{_gib(raw['segment_bytes'])} segment, {raw['records']:,} records"
-    t_rate, t_vs, t_rss = DUMP_TARGETS
+    t_rate, t_vs, t_rss, t_x5, t_deep = DUMP_TARGETS
     kafka_why = ctx.kafka or "bench_dump found no Kafka jars"
+    kafka = "Kafka DumpLogSegments"
     rows = [row(b, t_rate.key, f"dump --print-data-log > /dev/null, {size}", p["records_per_s"], "records/s",
-                peer="Kafka DumpLogSegments" if k else None, peer_value=k["records_per_s"] if k else None,
-                ratio=raw.get("plog_speed_vs_kafka"), target=t_rate, met=p["records_per_s"] >= 700_000)]
+                peer=kafka if k else None, peer_value=k["records_per_s"] if k else None,
+                ratio=raw.get("plog_speed_vs_kafka"), target=t_rate, met=p["records_per_s"] >= 700_000,
+                python=py.get("records_per_s"))]
     if k:
         rows.append(row(b, t_vs.key, "dump vs Kafka DumpLogSegments, same file, wall s, start-up included",
-                        p["seconds"], "s", peer="Kafka DumpLogSegments", peer_value=k["seconds"],
-                        ratio=_ratio(p["seconds"], k["seconds"]), target=t_vs, met=p["seconds"] < k["seconds"]))
+                        p["seconds"], "s", peer=kafka, peer_value=k["seconds"],
+                        ratio=_ratio(p["seconds"], k["seconds"]), target=t_vs, met=p["seconds"] < k["seconds"],
+                        python=py.get("seconds")))
+        x5 = raw["plog_speed_vs_kafka"]
+        rows.append(row(b, t_x5.key, f"dump --print-data-log speed ÷ Kafka's, {size}, start-up included",
+                        p["records_per_s"], "records/s", peer=kafka, peer_value=k["records_per_s"], ratio=x5,
+                        target=t_x5, met=x5 >= 5, python=py.get("records_per_s")))
     else:
         rows.append(missing_row(b, t_vs.key, t_vs.figure, NOT_RUN, kafka_why, t_vs))
-    rows.append(row(b, t_rss.key, "dump peak RSS", p["peak_rss_mib"], "MiB",
-                    peer="Kafka DumpLogSegments" if k else None, peer_value=k["peak_rss_mib"] if k else None,
-                    ratio=_ratio(p["peak_rss_mib"], k["peak_rss_mib"]) if k else None, target=t_rss,
-                    met=p["peak_rss_mib"] <= 150))
+        rows.append(missing_row(b, t_x5.key, t_x5.figure, NOT_RUN, kafka_why, t_x5))
+    dk = deep.get("kafka_dump_log_segments")
+    if "plog" in deep and dk:
+        dx = raw["deep_speed_vs_kafka"]
+        rows.append(row(b, t_deep.key, f"dump --deep-iteration (no payload) speed ÷ Kafka's, same file",
+                        deep["plog"]["records_per_s"], "records/s", peer=kafka, peer_value=dk["records_per_s"],
+                        ratio=dx, target=t_deep, met=dx >= 5, python=_get(deep, "plog_python", "records_per_s")))
+    else:
+        rows.append(missing_row(b, t_deep.key, t_deep.figure, NOT_RUN,
+                                kafka_why if "plog" in deep else "bench_dump gave no --deep-iteration figure", t_deep))
+    rss = max([p["peak_rss_mib"]] + [_get(deep, "plog", "peak_rss_mib", default=0)])
+    rows.append(row(b, t_rss.key, "dump peak RSS (--print-data-log and --deep-iteration)", rss, "MiB",
+                    peer=kafka if k else None, peer_value=k["peak_rss_mib"] if k else None,
+                    ratio=_ratio(rss, k["peak_rss_mib"]) if k else None, target=t_rss,
+                    met=rss <= 150, python=py.get("peak_rss_mib")))
     return rows
 
 
 def extract_verify(raw: dict, ctx: Context) -> list[Row]:
     b, f = "verify", raw["figures"]
-    t_eng, t_cli, t_rss = VERIFY_TARGETS
+    t_eng, t_cli, t_rss, t_ceil, t_small = VERIFY_TARGETS
     size = f"{_gib(raw['log_bytes'])} in {raw['partitions']} partitions"
     ceiling = f["ceiling_crc32c_gb_per_s"]["median"]
     peer = "read + CRC-32C ceiling"
@@ -292,7 +334,20 @@ def extract_verify(raw: dict, ctx: Context) -> list[Row]:
             peer_value=f["ceiling_crc32c_gb_per_cpu_s"]["median"], ratio=f["engine_vs_ceiling_cpu"]),
         row(b, t_rss.key, f"plog verify peak RSS (--jobs 1 and --jobs {jobs})", rss, "MB", target=t_rss,
             met=rss <= 150),
-    ]
+        row(b, t_ceil.key, f"plog verify, engine, 1 process, 16 KiB batches, ÷ the read + CRC-32C ceiling",
+            eng, "GB/s", peer=peer, peer_value=ceiling, ratio=f["engine_vs_ceiling"], target=t_ceil,
+            met=f["engine_vs_ceiling"] >= 0.9),
+    ] + _verify_small_rows(b, f.get("small_batches"), t_small, peer)
+
+
+def _verify_small_rows(b: str, small: dict | None, target: Target, peer: str) -> list[Row]:
+    if small is None:
+        return [missing_row(b, target.key, target.figure, NOT_RUN, "bench_verify ran without --small-size", target)]
+    eng = small["engine_single_gb_per_s"]["median"]
+    return [row(b, target.key, f"plog verify, engine, 1 process, {_gib(small['log_bytes'])} of "
+                f"{small['mean_batch_bytes']:,}-byte batches", eng, "GB/s", peer=peer,
+                peer_value=small["ceiling_crc32c_gb_per_s"]["median"], ratio=small["engine_vs_ceiling"],
+                target=target, met=eng >= 3.0)]
 
 
 def extract_produce_consume(raw: dict, ctx: Context) -> list[Row]:
@@ -527,6 +582,9 @@ class Bench:
     extra_args: Callable[[Context], tuple[str, ...]] = lambda ctx: ()
     timeout: float = 900.0
     script: Path | None = None  # the file to run; default benchmarks/<name>.py
+    # Run it a second time with PLOG_NATIVE=0 for the rows' ``python`` figures (benchmarks
+    # that measure both paths themselves fill ``python`` in their ``extract``).
+    python_pass: bool = False
 
     @property
     def short(self) -> str:
@@ -554,12 +612,15 @@ def _needs_kafka_python(ctx: Context) -> str | None:
 # leaves out dump_large, which bench_dump measures at 1 GiB. On the 2-core VM at load 2-5 the
 # whole report took 14.8 minutes, bench_scan 5.5 of them (its five Spark JVM start-ups and scans).
 BENCHMARKS: tuple[Bench, ...] = (
-    Bench("bench_formats", (), ("--quick",), "--json", FORMATS_TARGETS, extract_formats, _needs_kafka_python),
-    Bench("bench_storage", ("--reps", "1"), ("--quick",), "--json", STORAGE_TARGETS, extract_storage),
+    Bench("bench_formats", (), ("--quick",), "--json", FORMATS_TARGETS, extract_formats, _needs_kafka_python,
+          python_pass=True),
+    Bench("bench_storage", ("--reps", "1"), ("--quick",), "--json", STORAGE_TARGETS, extract_storage,
+          python_pass=True),
     Bench("bench_dump", ("--size-mb", "1024"), ("--size-mb", "64"), "--json", DUMP_TARGETS, extract_dump,
           extra_args=lambda ctx: ("--no-kafka",) if ctx.kafka else ()),  # without Kafka: plog alone
-    Bench("bench_verify", ("--size", "4G", "--reps", "3"), ("--size", "256M", "--reps", "1"), "--json",
-          VERIFY_TARGETS, extract_verify),
+    Bench("bench_verify", ("--size", "4G", "--small-size", "1G", "--reps", "3"),
+          ("--size", "256M", "--small-size", "64M", "--reps", "1"), "--json", VERIFY_TARGETS, extract_verify,
+          python_pass=True),
     Bench("bench_produce_consume", ("--records", "1000000", "--reps", "1"), ("--quick", "--reps", "1"), "--output",
           PC_TARGETS, extract_produce_consume, _needs_kafka_python),
     Bench("bench_maintenance", ("--recovery-gib", "1", "--compact-mib", "256", "--reps", "1"), ("--quick",),
@@ -567,11 +628,13 @@ BENCHMARKS: tuple[Bench, ...] = (
           extra_args=lambda ctx: ("--kafka", KAFKA_VERSION) if not ctx.kafka else ()),
     Bench("bench_scan", ("--gib", "1"), ("--quick",), "--output", SCAN_TARGETS, extract_scan,
           lambda ctx: ctx.spark, timeout=1500.0),
-    Bench("bench_replication", (), ("--quick",), "--output", REPLICATION_TARGETS, extract_replication),
+    Bench("bench_replication", (), ("--quick",), "--output", REPLICATION_TARGETS, extract_replication,
+          python_pass=True),
     Bench("bench_vs_kafka", ("--only", "dump_small,verify,recovery", "--verify-mb", "64", "--recovery-mb", "128",
                              "--reps", "3", "--small-reps", "5"), ("--quick",), "--json", VS_KAFKA_TARGETS,
-          extract_vs_kafka, lambda ctx: ctx.kafka or ctx.kafka_python),
-    Bench("bench_startup", (), ("--reps", "3"), "--json", STARTUP_TARGETS, extract_startup, _needs_corpus),
+          extract_vs_kafka, lambda ctx: ctx.kafka or ctx.kafka_python, python_pass=True),
+    Bench("bench_startup", (), ("--reps", "3"), "--json", STARTUP_TARGETS, extract_startup, _needs_corpus,
+          python_pass=True),
     Bench("bench_native", ("--size-mb", "256"), ("--quick",), "--json", (), extract_native, _needs_native),
 )
 
@@ -611,6 +674,10 @@ def detect_context() -> Context:
         ctx.spark = "pyspark is not installed (pip install -e '.[spark]')"
     elif java_reason:
         ctx.spark = java_reason
+    if os.environ.get("PLOG_NATIVE", "").strip() == "0":
+        ctx.native = "PLOG_NATIVE=0 is set"
+    else:
+        ctx.native = _needs_native(ctx)
     return ctx
 
 
@@ -692,23 +759,12 @@ def rows_from_raw(bench: Bench, raw: dict, ctx: Context) -> list[Row]:
     return rows
 
 
-def run_bench(bench: Bench, quick: bool, ctx: Context, workdir: Path) -> dict[str, Any]:
-    """Run one benchmark as a child process; its entry in the report, ``status`` "ok", "not run"
-    (a prerequisite is missing: not started) or "error" (crashed, timed out, or gave no JSON)."""
-    entry: dict[str, Any] = {"name": bench.name, "argv": None, "seconds": 0.0, "load_average_at_start": load_average(),
-                             "status": "ok", "raw": None, "rows": []}
-    why = bench.needs(ctx)
-    if why:
-        entry.update(status=NOT_RUN, reason=why, rows=[asdict(r) for r in failure_rows(bench, NOT_RUN, why)])
-        return entry
-    json_file = workdir / f"{bench.name}.json"
-    argv = bench.argv(quick, ctx, str(json_file))
-    entry["argv"] = [os.path.relpath(a, ROOT) if a.startswith(str(ROOT) + os.sep) else a for a in argv]
-    t0 = time.perf_counter()
+def _run_child(bench: Bench, argv: list[str], env: dict | None = None) -> tuple[str, str, str | None]:
+    """``(stdout, stderr, error)`` of one run of ``argv`` (error None when it exited 0)."""
     # A session of its own: on a timeout or Ctrl-C the benchmark and everything it started
     # (plog children, Kafka's JVMs, Spark) are stopped together.
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     try:
         stdout, stderr = proc.communicate(timeout=bench.timeout)
         error = None if proc.returncode == 0 else f"exited {proc.returncode}: {_one_line(stderr)}"
@@ -723,6 +779,23 @@ def run_bench(bench: Bench, quick: bool, ctx: Context, workdir: Path) -> dict[st
         _stop(proc)
         proc.communicate()
         raise
+    return stdout, stderr, error
+
+
+def run_bench(bench: Bench, quick: bool, ctx: Context, workdir: Path) -> dict[str, Any]:
+    """Run one benchmark as a child process; its entry in the report, ``status`` "ok", "not run"
+    (a prerequisite is missing: not started) or "error" (crashed, timed out, or gave no JSON)."""
+    entry: dict[str, Any] = {"name": bench.name, "argv": None, "seconds": 0.0, "load_average_at_start": load_average(),
+                             "status": "ok", "raw": None, "rows": []}
+    why = bench.needs(ctx)
+    if why:
+        entry.update(status=NOT_RUN, reason=why, rows=[asdict(r) for r in failure_rows(bench, NOT_RUN, why)])
+        return entry
+    json_file = workdir / f"{bench.name}.json"
+    argv = bench.argv(quick, ctx, str(json_file))
+    entry["argv"] = [os.path.relpath(a, ROOT) if a.startswith(str(ROOT) + os.sep) else a for a in argv]
+    t0 = time.perf_counter()
+    stdout, stderr, error = _run_child(bench, argv)
     entry["seconds"] = round(time.perf_counter() - t0, 1)
     raw = _read_json(json_file, stdout)
     entry["raw"] = raw
@@ -740,8 +813,32 @@ def run_bench(bench: Bench, quick: bool, ctx: Context, workdir: Path) -> dict[st
         rows = failure_rows(bench, ERROR, entry["error"])
     elif any(r.met == ERROR for r in rows):
         entry.update(status=ERROR, error="; ".join(r.plog for r in rows if r.met == ERROR)[:1000])
+    if bench.python_pass and ctx.native is None and entry["status"] == "ok":
+        entry["python_pass"] = python_pass(bench, quick, ctx, workdir, rows)
     entry["rows"] = [asdict(r) for r in rows]
     return entry
+
+
+def python_pass(bench: Bench, quick: bool, ctx: Context, workdir: Path, rows: list[Row]) -> dict[str, Any]:
+    """Run ``bench`` again on the pure-Python path (``PLOG_NATIVE=0`` in its environment) and
+    set each of ``rows``' ``python`` to the figure of the same key in that run. The first
+    run's rows and verdicts stay as they are whatever this run does; its outcome is returned."""
+    json_file = workdir / f"{bench.name}.python.json"
+    env = dict(os.environ, PLOG_NATIVE="0")
+    t0 = time.perf_counter()
+    stdout, stderr, error = _run_child(bench, bench.argv(quick, ctx, str(json_file)), env)
+    outcome: dict[str, Any] = {"seconds": round(time.perf_counter() - t0, 1), "status": "ok"}
+    raw = _read_json(json_file, stdout)
+    if error or raw is None:
+        outcome.update(status=ERROR, error=error or "exited 0 without JSON output", stderr_tail=_tail(stderr))
+        return outcome
+    outcome["raw"] = raw
+    figures = {r.key: r.plog for r in rows_from_raw(bench, raw, ctx) if r.met not in (ERROR, NOT_RUN)}
+    for r in rows:
+        value = figures.get(r.key)
+        if r.python is None and isinstance(value, (int, float)) and isinstance(r.plog, (int, float)):
+            r.python = value
+    return outcome
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -781,15 +878,17 @@ def _cell(text: str) -> str:
 
 
 def md_rows(rows: list[dict]) -> list[str]:
-    out = ["| benchmark | figure | plog | peer | ratio | target | met |", "|---|---|---|---|---|---|---|"]
+    out = ["| benchmark | figure | plog | pure Python | peer | ratio | target | met |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         plog = fmt_value(r["plog"], r["unit"])
+        python = fmt_value(r.get("python"), r["unit"])
         if r["peer"]:
             peer = f"{r['peer']}: {fmt_value(r['peer_value'], r['unit'])}"
         else:
             peer = "—"
         ratio = f"{r['ratio']:.3g}×" if isinstance(r["ratio"], (int, float)) else "—"
-        out.append("| " + " | ".join(_cell(c) for c in (r["benchmark"], r["figure"], plog, peer, ratio,
+        out.append("| " + " | ".join(_cell(c) for c in (r["benchmark"], r["figure"], plog, python, peer, ratio,
                                                          r["target"] or "—", r["met"])) + " |")
     return out
 
@@ -797,6 +896,11 @@ def md_rows(rows: list[dict]) -> list[str]:
 def _duration(s: float) -> str:
     m, s = divmod(round(s), 60)
     return f"{m} min {s} s" if m else f"{s} s"
+
+
+def _path_text(report: dict) -> str:
+    why_not = (report.get("prerequisites") or {}).get("native")
+    return f"pure Python too: {why_not}" if why_not else "the native core"
 
 
 def render_markdown(report: dict, title: bool = True) -> str:
@@ -813,10 +917,13 @@ def render_markdown(report: dict, title: bool = True) -> str:
                  f"{'/'.join(map(str, lb))} at the end (the machine is shared).")
     lines.append("")
     lines.append("Every figure comes from `python benchmarks/report.py`, which runs each `benchmarks/bench_*.py` "
-                 "and writes `benchmarks/results/report.json` (raw figures) and this table. `ratio` is plog ÷ "
-                 "peer in the row's unit, measured in the same run: above 1 plog is faster for a rate, below 1 "
-                 "for a time. `target` is the issue's, `met` says whether this run meets it. Where the "
-                 "20-minute budget needs a smaller size than the issue's, the figure names the size it ran.")
+                 "and writes `benchmarks/results/report.json` (raw figures) and this table. `plog` is plog's "
+                 f"default path ({_path_text(report)}); `pure Python` is the same figure on the reference path "
+                 "(`PLOG_NATIVE=0`), measured in the same run (— where a figure has no such run). `ratio` is "
+                 "plog ÷ peer in the row's unit, measured in the same run: above 1 plog is faster for a rate, "
+                 "below 1 for a time. `target` is the issue's, `met` says whether `plog` meets it in this run. "
+                 "Where the 20-minute budget needs a smaller size than the issue's, the figure names the size "
+                 "it ran.")
     lines.append("")
     lines += md_rows([r for b in report["benchmarks"] for r in b["rows"]])
     lines.append("")

@@ -60,7 +60,7 @@ def test_target_keys_are_unique_and_each_names_its_issue():
     keys = [t.key for b in R.BENCHMARKS for t in b.targets]
     assert len(keys) == len(set(keys))
     issues = {t.issue for b in R.BENCHMARKS for t in b.targets}
-    assert issues == {2, 3, 4, 6, 7, 8, 9, 10}  # issue 5 states figures, not targets
+    assert issues == {2, 3, 4, 6, 7, 8, 9, 10, 23}  # issue 5 states figures, not targets
     for b in R.BENCHMARKS:
         for t in b.targets:
             assert t.key.startswith(b.short + ".") and f"(issue {t.issue})" in t.label()
@@ -166,10 +166,20 @@ def test_dump_rows_with_and_without_kafka():
     k_seconds = raw["kafka_dump_log_segments"]["seconds"]
     assert vs.unit == "s" and vs.ratio == pytest.approx(raw["plog"]["seconds"] / k_seconds, abs=1e-3)
     assert vs.met == (R.YES if vs.ratio < 1 else R.NO)
-    # Without the jars bench_dump measures plog alone: the Kafka goal is "not run", with the reason.
+    # Both paths side by side, and issue 23's targets: 5x Kafka's tool, with and without payloads.
+    assert rows["dump.rate"].python == raw["plog_python"]["records_per_s"]
+    x5 = rows["dump.print_x5"]
+    assert x5.ratio == raw["plog_speed_vs_kafka"] and x5.met == (R.YES if x5.ratio >= 5 else R.NO)
+    deep = rows["dump.deep_x5"]
+    assert deep.plog == raw["deep"]["plog"]["records_per_s"] and deep.python == raw["deep"]["plog_python"]["records_per_s"]
+    assert deep.ratio == raw["deep_speed_vs_kafka"] and deep.peer_value == raw["deep"]["kafka_dump_log_segments"][
+        "records_per_s"]
+    # Without the jars bench_dump measures plog alone: the Kafka goals are "not run", with the reason.
     del raw["kafka_dump_log_segments"], raw["plog_speed_vs_kafka"]
+    del raw["deep"]["kafka_dump_log_segments"], raw["deep_speed_vs_kafka"]
     rows = rows_of("bench_dump", raw, R.Context(kafka="no jars here"))
-    assert rows["dump.vs_kafka"].met == R.NOT_RUN and rows["dump.vs_kafka"].plog == "not run: no jars here"
+    for key in ("dump.vs_kafka", "dump.print_x5", "dump.deep_x5"):
+        assert rows[key].met == R.NOT_RUN and rows[key].plog == "not run: no jars here"
     assert rows["dump.vs_kafka"].target is not None  # the target stays in the table
     assert rows["dump.rate"].met in (R.YES, R.NO) and rows["dump.rate"].peer is None
 
@@ -182,6 +192,13 @@ def test_verify_rows_find_the_jobs_figure():
     assert rows["verify.engine"].ratio == f["engine_vs_ceiling"]
     assert rows["verify.rss"].plog == max(f["cli_single_peak_rss_mb"], f["cli_jobs_peak_rss_mb"])
     assert "--jobs" in rows["verify.cli_jobs"].figure
+    ceil = rows["verify.vs_ceiling"]
+    assert ceil.ratio == f["engine_vs_ceiling"] and ceil.met == (R.YES if ceil.ratio >= 0.9 else R.NO)
+    small = rows["verify.small_batches"]
+    assert small.plog == f["small_batches"]["engine_single_gb_per_s"]["median"]
+    assert small.met == (R.YES if small.plog >= 3 else R.NO) and "1,0" in small.figure  # ~1 KiB batches
+    del f["small_batches"]
+    assert rows_of("bench_verify", raw)["verify.small_batches"].met == R.NOT_RUN
 
 
 def test_maintenance_broker_recovery_present_missing_failed():
@@ -286,15 +303,16 @@ def test_markdown_table():
         assert part in header
     assert "`python benchmarks/report.py`" in md
     table = [ln for ln in lines if ln.startswith("|")]
-    assert table[0] == "| benchmark | figure | plog | peer | ratio | target | met |"
+    assert table[0] == "| benchmark | figure | plog | pure Python | peer | ratio | target | met |"
     assert len(table) == 2 + len(rows)
     enc = fixture("bench_formats")["figures"]["v2_encode_records_per_s"]
     assert table[2] == (f"| formats | v2 batch encode (20,000 records, 135 per batch) | {enc['plog']:,} records/s | "
-                        f"kafka-python: {enc['kafka_python']:,} records/s | {enc['ratio']:.3g}× | "
+                        f"— | kafka-python: {enc['kafka_python']:,} records/s | {enc['ratio']:.3g}× | "
                         f"≥ 2× kafka-python (issue 2) | {'yes' if enc['ratio'] >= 2 else 'no'} |")
-    assert table[-1] == ("| scan | scan a\\|b | not run: pyspark is not installed | — | — | ≥ 5 M records/s "
+    assert table[-1] == ("| scan | scan a\\|b | not run: pyspark is not installed | — | — | — | ≥ 5 M records/s "
                          "(issue 8) | not run |")
-    assert all(ln.count(" | ") == 6 for ln in table[:1] + table[2:])  # a pipe inside a cell is escaped
+    assert all(ln.count(" | ") == 7 for ln in table[:1] + table[2:])  # a pipe inside a cell is escaped
+    assert "`plog` is plog's default path (the native core)" in md
     assert "Wall time per benchmark (1-minute load average at its start): x 1 min 15 s (2.5)." in md
 
 
@@ -391,7 +409,7 @@ def test_unknown_benchmark_name_is_a_usage_error(capsys):
 
 def fake_bench(tmp_path, name: str, code: str, **kw):
     script = tmp_path / f"{name}.py"
-    script.write_text("import json, sys, time\nout = sys.argv[sys.argv.index('--json') + 1]\n" + code)
+    script.write_text("import json, os, sys, time\nout = sys.argv[sys.argv.index('--json') + 1]\n" + code)
     target = R.Target(f"{name}.fig", "a figure", "≥ 1", 99)
 
     def extract(raw, ctx):
@@ -436,6 +454,29 @@ def test_a_hung_benchmark_is_stopped_at_its_timeout(tmp_path):
     entry = R.run_bench(hung, False, ALL_PRESENT, tmp_path)
     assert entry["status"] == R.ERROR and entry["error"] == "timed out after 0.5 s"
     assert entry["rows"][0]["met"] == R.ERROR and entry["rows"][0]["plog"] == "error: timed out after 0.5 s (no JSON)"
+
+
+def test_the_python_pass_fills_the_pure_python_column(tmp_path):
+    # The benchmark reports which path it ran on; the report runs it twice when asked to.
+    bench = fake_bench(tmp_path, "bench_paths",
+                       "json.dump({'value': 1 if os.environ.get('PLOG_NATIVE') == '0' else 3}, open(out, 'w'))\n",
+                       python_pass=True)
+    entry = R.run_bench(bench, False, ALL_PRESENT, tmp_path)
+    row = entry["rows"][0]
+    assert (row["plog"], row["python"], row["met"]) == (3, 1, R.YES)  # the verdict judges the default path
+    assert entry["python_pass"]["status"] == "ok"
+    md = R.render_markdown(sample_report([R.Row(**row)]))
+    assert "| 3 x | 1 x |" in md
+    # Without a native build both runs would be the same path: no second run.
+    entry = R.run_bench(bench, False, R.Context(native="not built"), tmp_path)
+    assert entry["rows"][0]["python"] is None and "python_pass" not in entry
+    # A failing second run leaves the first run's figures alone and says why.
+    broken = fake_bench(tmp_path, "bench_broken",
+                        "if os.environ.get('PLOG_NATIVE') == '0': sys.exit('no')\n"
+                        "json.dump({'value': 3}, open(out, 'w'))\n", python_pass=True)
+    entry = R.run_bench(broken, False, ALL_PRESENT, tmp_path)
+    assert entry["status"] == "ok" and entry["rows"][0]["python"] is None
+    assert entry["python_pass"]["status"] == R.ERROR and "no" in entry["python_pass"]["error"]
 
 
 def test_stdout_json_is_read_when_no_file_was_written(tmp_path):
