@@ -246,6 +246,7 @@ class DumpRun(IndexDumps):
         decoder = self._decoder
         progress = self.progress
         v3 = options.kafka_version < 4
+        batch_records = getattr(renderer, "batch_records", None)  # the text renderer's native pass
         pairs: list[tuple[int, int]] = []
         last_offset = -1
         first = True
@@ -253,15 +254,25 @@ class DumpRun(IndexDumps):
         for batch in batches:
             renderer.batch(path, batch, batch.position)
             if deep:
-                records = batch.records()
-                offsets = [r.offset for r in records]
-                for offset in offsets:
+                done = batch_records(path, batch, decoder) if batch_records is not None else None
+                if done is not None:  # written by the native pass: only its offsets to check
+                    first_offset, batch_last, gaps = done
                     if v3 and first:
                         first = False  # the Scala tool starts comparing at the second record
-                    elif offset != last_offset + 1:
-                        pairs.append((last_offset, offset))
-                    last_offset = offset
-                renderer.records(path, batch, records, decoder, _sequences(batch, offsets))
+                    elif first_offset != last_offset + 1:
+                        pairs.append((last_offset, first_offset))
+                    pairs += gaps
+                    last_offset = batch_last
+                else:
+                    records = batch.records()
+                    offsets = [r.offset for r in records]
+                    for offset in offsets:
+                        if v3 and first:
+                            first = False  # the Scala tool starts comparing at the second record
+                        elif offset != last_offset + 1:
+                            pairs.append((last_offset, offset))
+                        last_offset = offset
+                    renderer.records(path, batch, records, decoder, _sequences(batch, offsets))
             if progress is not None:
                 end = batch.position + batch.size_in_bytes
                 progress(end - done)

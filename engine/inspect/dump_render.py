@@ -16,6 +16,7 @@ from plog.formats.binary_json import encode_bytes, encode_headers
 from plog.formats.errors import FormatError
 from plog.formats.java import utf8_decode as _jstr
 from plog.formats.legacy import LegacyBatch
+from plog.formats.record_batch import MIN_RECORD_SIZE, RECORDS_OFFSET, TIMESTAMP_TYPE_MASK
 from plog.formats.records import TIMESTAMP_TYPE_NAMES
 
 from plog.engine.inspect.dump_decoders import Decoder
@@ -47,6 +48,22 @@ def _native_lines(records, sequences, tt: str, print_data: bool) -> str | None:
         return native.module.render_dump_records(records, sequences, tt, print_data)
     except native.NativeFormatError as e:
         raise native.typed_error(e) from None
+
+
+def _native_batch(batch, tt: str, print_data: bool) -> tuple[str, int, int, list] | None:
+    """``(text, first_offset, last_offset, gaps)`` for a v2 data batch with records, by the
+    native unit that decodes and renders in one pass (native/src/dump_batch.rs); None when
+    the reference path must run: the batch is empty or unusual, or its records do not decode
+    (the reference then raises the typed error, naming the batch)."""
+    count = batch.records_count
+    if count <= 0:
+        return None
+    payload = batch.buffer[RECORDS_OFFSET:] if batch.compression == 0 else batch.records_payload()
+    if count > len(payload) // MIN_RECORD_SIZE + 1:
+        return None
+    log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
+    return native.module.render_dump_batch(payload, count, batch.base_offset, batch.base_timestamp, log_append_time,
+                                           batch.base_sequence, tt, print_data)
 
 
 class TextRenderer:
@@ -89,6 +106,22 @@ class TextRenderer:
             f"size: {batch.size_in_bytes} magic: {batch.magic} compresscodec: {batch.compression_name} "
             f"crc: {batch.crc} isvalid: {_bool(batch.is_valid())}"
         )
+
+    def batch_records(self, path: str, batch, decoder: Decoder | None) -> tuple[int, int, list] | None:
+        """Write the lines of ``batch``'s records in one native pass, without decoding them into
+        Python records, when the batch is the common case (see :meth:`records`) and the native
+        core runs: ``(first_offset, last_offset, gaps)`` for the dump's continuity check
+        (``gaps``: the non-contiguous pairs inside the batch). None when nothing was written:
+        the caller decodes the records and calls :meth:`records`."""
+        if (not native.active() or self.options.skip_record_metadata or isinstance(batch, LegacyBatch)
+                or batch.is_control or not (decoder is None or decoder.is_default)):
+            return None
+        done = _native_batch(batch, _tt(batch.timestamp_type), decoder is not None)
+        if done is None:
+            return None
+        text, first, last, gaps = done
+        self.out(text)
+        return first, last, gaps
 
     def records(self, path: str, batch, records, decoder: Decoder | None, sequences) -> None:
         """One line per record (deep iteration); ``decoder`` is None unless print-data-log."""

@@ -32,6 +32,11 @@
 //!   `TextRenderer.records`), joined by newlines; None when a record is unusual (a header key
 //!   that is not valid UTF-8, a field that is not bytes, an int beyond int64): the caller then
 //!   renders it on the reference path (native/src/dump_text.rs).
+//! * `render_dump_batch(data, count, base_offset, base_timestamp, log_append_time,
+//!   base_sequence, timestamp_type, print_data) -> (text, first_offset, last_offset, gaps) | None`:
+//!   the same lines for a whole v2 data batch straight from its records region, with the
+//!   offsets the dump's continuity check needs; None where the reference path must run
+//!   (native/src/dump_batch.rs).
 //! * `NativeFormatError(kind, reason, position)`: what the decoders raise; formats/native.py
 //!   turns it into plog's typed error (`kind` is "corrupt", "invalid" or "varint").
 //!
@@ -47,6 +52,7 @@ use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+mod dump_batch;
 mod dump_text;
 mod fault;
 mod records;
@@ -515,5 +521,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(render_dump_records, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_guard_probe, m)?)?;
     // Each further unit registers its own functions from its own file (one line each here).
+    dump_batch::register(m)?;
     Ok(())
 }

@@ -122,6 +122,24 @@ def decode_outcomes(args) -> tuple[tuple, tuple]:
     return ref, nat
 
 
+def dump_batch_matches(module, args, base_sequence: int) -> None:
+    """``render_dump_batch`` over a decode's arguments gives None (the dump then takes the
+    reference path) or exactly the reference's lines, offsets and gaps; never a record
+    the reference's decode refuses."""
+    payload, count, base_offset, base_ts, lat = args
+    if not 0 < count < 1 << 63:
+        return  # the dump never hands these to the batch pass
+    got = module.render_dump_batch(payload, count, base_offset, base_ts, lat, base_sequence, "CreateTime", True)
+    if got is None:
+        return
+    records = default_record.reference_decode_records(payload, count, base_offset, base_ts, lat)
+    offsets = [r[0] for r in records]
+    sequences = [-1 if base_sequence < 0 else (s - (1 << 31) if (s := base_sequence + o - base_offset) > (1 << 31) - 1
+                                               else s) for o in offsets]
+    assert got[0] == module.render_dump_records(records, sequences, "CreateTime", True)
+    assert got[1:] == (offsets[0], offsets[-1], [(a, b) for a, b in zip(offsets, offsets[1:]) if b != a + 1])
+
+
 def native_walk(module, buf, *, limit: int = 7, **kwargs):
     """The native unit on its own (``walk_entries`` with checksums), walked to its end a few
     entries a call: ``(entries, trailing, fault)``."""
@@ -176,6 +194,7 @@ def compare_segment(module, buf, **kwargs) -> int:
             ref_dec, nat_dec = decode_outcomes(args)
             assert nat_dec == ref_dec, (batch.position, args[1])
             errors += ref_dec[0][0] != "ok"
+            dump_batch_matches(module, args, batch.base_sequence)
     return errors
 
 
@@ -293,6 +312,7 @@ class Campaign:
                 ref, nat = decode_outcomes(self.last)
                 assert nat == ref
                 self.errors += ref[0][0] != "ok"
+                dump_batch_matches(self.module, self.last, batch.base_sequence)
                 return
         hot = [p - start for p in starts if start <= p < start + len(window)]
         self.last = mutate(rnd, window, hot)

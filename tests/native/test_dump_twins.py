@@ -62,6 +62,12 @@ def _data_batches(codec: int) -> list[bytes]:
             base_sequence=(2**31 - 2) if n % 4 == 1 else (n if n % 2 else -1), is_transactional=transactional,
             timestamp_type=LOG_APPEND_TIME if n % 7 == 3 else 0, log_append_time=TS + 9 if n % 7 == 3 else None))
         offset += 4
+        if n % 6 == 2:
+            # A compacted batch (offsets missing inside it) and a gap before the next batch:
+            # the dump's continuity report must come out the same from the native pass.
+            kept = [(offset + d, TS + d, b"k%d" % d, nasty, ()) for d in (0, 2, 3, 7)]
+            out.append(encode_batch(kept, base_offset=offset, compression_codec=codec))
+            offset += 11
         if transactional:
             marker = (offset, TS, encode_control_key(ControlRecordType.COMMIT), encode_end_txn_marker(3), ())
             out.append(encode_batch([marker], base_offset=offset, producer_id=7, producer_epoch=1,
@@ -87,7 +93,8 @@ def _dump_both(capsys, monkeypatch, module, *args) -> tuple:
     return native_run, reference_run
 
 
-MODES = [("--print-data-log",), ("--deep-iteration",), ("--print-data-log", "--skip-record-metadata")]
+MODES = [("--print-data-log",), ("--deep-iteration",), ("--print-data-log", "--skip-record-metadata"),
+         ("--print-data-log", "--kafka-version", "3")]
 
 
 @pytest.mark.parametrize("codec", [NONE, GZIP, SNAPPY, LZ4, ZSTD])
@@ -97,6 +104,8 @@ def test_generated_segment(native_module, capsys, monkeypatch, tmp_path_factory,
     native_run, reference_run = _dump_both(capsys, monkeypatch, native_module, *mode, str(path))
     assert native_run == reference_run
     assert native_run[0] == 0 and native_run[1].count("| offset: ") >= 4 * len(NASTY) * (mode[-1] != "--skip-record-metadata")
+    if "--skip-record-metadata" not in mode:
+        assert "Non-consecutive offsets" in native_run[2] and "  13 is followed by 15" in native_run[2]
 
 
 def test_the_native_renderer_runs(native_module, capsys, monkeypatch, tmp_path):
@@ -116,6 +125,42 @@ def test_the_native_renderer_runs(native_module, capsys, monkeypatch, tmp_path):
         else:
             rendered += 1
     assert rendered > fallbacks > 0
+
+
+def test_the_batch_pass_runs_and_falls_back(native_module):
+    """``render_dump_batch`` renders every generated data batch whose header keys are UTF-8
+    with the same lines, offsets and gaps as decoding plus ``render_dump_records``, and
+    gives None (the reference path) for the rest and for records that do not decode."""
+    from plog.formats.batches import BatchIterator
+    from plog.formats.record_batch import RECORDS_OFFSET
+
+    rendered = 0
+    for batch in BatchIterator(memoryview(b"".join(_data_batches(NONE)))):
+        if batch.is_control:
+            continue
+        records = batch.records()
+        lap = batch.max_timestamp if batch.timestamp_type else None
+        args = (batch.records_count, batch.base_offset, batch.base_timestamp, lap, batch.base_sequence, "CreateTime")
+        got = native_module.render_dump_batch(bytes(batch.buffer[RECORDS_OFFSET:]), *args, True)
+        expected = native_module.render_dump_records(records, _seqs(batch, records), "CreateTime", True)
+        if expected is None:
+            assert got is None
+            continue
+        rendered += 1
+        offsets = [r.offset for r in records]
+        gaps = [(a, b) for a, b in zip(offsets, offsets[1:]) if b != a + 1]
+        assert got == (expected, offsets[0], offsets[-1], gaps)
+        # A records region cut short, or with a byte too many, is the reference's to report.
+        region = bytes(batch.buffer[RECORDS_OFFSET:])
+        assert native_module.render_dump_batch(region[:-1], *args, True) is None
+        assert native_module.render_dump_batch(region + b"\x00", *args, True) is None
+    assert rendered > 20
+
+
+def _seqs(batch, records):
+    from plog.engine.inspect.dump import _sequences
+
+    return _sequences(batch, [r.offset for r in records])
 
 
 def test_jdk_decoding_of_every_short_sequence(native_module):
