@@ -48,9 +48,11 @@ def _load() -> tuple[ModuleType | None, str]:
 #: ``plog._native``, or None on the reference path.
 module, _why_not = _load()
 
-#: What the native decoders raise (a class that never matches on the reference path).
+#: What the native decoders raise (a class that never matches on the reference path). It is
+#: the native module's own class, never raised to a caller (:func:`typed_error` turns it into
+#: plog's typed error), so its stand-in names that module, not this one.
 NativeFormatError: type[Exception] = module.NativeFormatError if module is not None else type(
-    "NativeFormatError", (Exception,), {})
+    "NativeFormatError", (Exception,), {"__module__": "plog._native"})
 
 
 def active() -> bool:
