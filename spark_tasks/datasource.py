@@ -8,8 +8,9 @@
 :func:`plog.engine.inspect.scan.plan_scan` (segments as byte ranges, large ones split at checked
 index entries, small ones bin-packed, offset/time filters pushed down to segment and
 position selection). ``read()`` runs on executors: it streams its unit's slices in bounded
-chunks and yields Arrow record batches of at most 8192 rows / 8 MiB of payload, so an
-executor's memory does not grow with the segment size.
+chunks and yields Arrow record batches (:mod:`plog.spark_tasks.arrow_batches`: at most
+8192 rows / 8 MiB of payload on the reference path, 64 Ki records / 8 MiB of records
+regions on the native one), so an executor's memory does not grow with the segment size.
 
 Options (all optional): ``topics`` (comma-separated), ``level`` (``record``|``batch``),
 ``offset_lo``/``offset_hi`` (offsets, ``[lo, hi)``), ``time_lo``/``time_hi`` (epoch ms,
@@ -109,18 +110,8 @@ class PlogReader(DataSourceReader):
         return [UnitPartition(unit) for unit in plan.units]
 
     def read(self, partition):
-        from plog.engine.inspect.scan import unit_batches, unit_records
+        from .arrow_batches import unit_arrow_batches
 
-        from .schema import ArrowBuilder, arrow_schema, fields_for
-
-        fields = fields_for(self.level)
-        builder = ArrowBuilder(arrow_schema(self.level), fields)
-        rows = unit_records(partition.unit, self.filter) if self.level == "record" \
-            else unit_batches(partition.unit, self.filter)
-        for row in rows:
-            builder.add(row)
-            if builder.full:
-                yield builder.flush()
-        batch = builder.flush()
-        if batch is not None:
-            yield batch
+        # Record rows come as Arrow column buffers built natively where plog._native loads
+        # in this (executor) process, else from the reference rows: the same rows either way.
+        yield from unit_arrow_batches(partition.unit, self.filter, self.level)

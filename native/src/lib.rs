@@ -39,6 +39,11 @@
 //!   (native/src/dump_batch.rs).
 //! * `NativeFormatError(kind, reason, position)`: what the decoders raise; formats/native.py
 //!   turns it into plog's typed error (`kind` is "corrupt", "invalid" or "varint").
+//! * `arrow_record_columns(batches, sources, filter, plain) -> (rows, columns) | (None, why)`:
+//!   the Arrow column buffers (as `bytes`) of the Spark data source's record rows for a run
+//!   of v2 batches (regions decompressed by Python), the scan filter's record predicates
+//!   applied; `(None, why)` when a row is one the caller builds on the reference path
+//!   (native/src/arrow_columns.rs, spark_tasks/arrow_batches.py).
 //!
 //! Safety: the only `unsafe` is the view of a Python buffer's bytes (`ByteView`). Panics
 //! cannot cross into Python: every entry point runs under `guarded`, which turns one into a
@@ -52,9 +57,11 @@ use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+mod arrow_columns;
 mod dump_batch;
 mod dump_text;
 mod fault;
+mod py_arrow_columns;
 mod records;
 mod varint;
 mod verify;
@@ -522,5 +529,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_panic_guard_probe, m)?)?;
     // Each further unit registers its own functions from its own file (one line each here).
     dump_batch::register(m)?;
+    py_arrow_columns::register(m)?;
     Ok(())
 }
