@@ -19,6 +19,29 @@ Options (all optional): ``topics`` (comma-separated), ``level`` (``record``|``ba
 (units to aim for per core count; default the driver's core count), ``paths`` (a JSON list
 of paths, instead of ``load(path)``). Paths must be local paths visible at the same place on
 the driver and every executor (a shared filesystem on a cluster).
+
+Decoding Confluent-framed keys and values (Schema Registry wire format; record level only;
+:mod:`plog.spark_tasks.decode` has the columns and the rules):
+
+* ``decode``: ``confluent`` (or ``auto``: Avro, Protobuf or JSON Schema, as the schema the
+  frame names says), or ``avro``/``protobuf``/``json-schema`` to decode only that type
+  (others get a reason), or ``off`` (the default). Adds ``value_decoded`` STRING (the JSON
+  text ``plog consume --value-format auto`` prints), ``value_schema_id`` INT and
+  ``value_decode_error`` STRING (the reason a value is not decoded; the run goes on).
+* ``decode_key``: the same for keys (default ``off``): ``key_decoded``, ``key_schema_id``,
+  ``key_decode_error``.
+* ``schemas``: other log directories holding a ``_schemas`` topic (comma-separated or a JSON
+  list), as ``--schemas``; ``schema_registry``: a registry URL (``GET /schemas/ids/{id}``),
+  as ``--schema-registry``. Schemas are looked up in the ``_schemas`` topic under the read
+  paths first, then ``schemas``, then the URL.
+* ``subject``: a subject whose latest Avro (or JSON Schema) version types the struct
+  column ``value_struct``, with ``value_struct_error`` (:mod:`plog.spark_tasks.struct_column`
+  has the type mapping); ``key_subject`` the same for ``key_struct`` with ``decode_key``.
+  Values written with any version of the subject convert (Avro schema resolution); others
+  give a null struct and the reason.
+
+An unknown option value, a ``schemas`` path without ``_schemas`` or a ``subject`` that is not
+there fails the query with one line; a record that does not decode never does.
 """
 
 from __future__ import annotations
@@ -74,17 +97,41 @@ class PlogDataSource(DataSource):
     def name(cls) -> str:
         return "plog"
 
+    def _decode_plan(self):
+        """The decode plan (None without decoding), built once on the driver side: ``schema()``
+        and ``reader()`` may run in different worker processes, the plan travels pickled."""
+        if not hasattr(self, "_plan"):
+            from .decode import decode_plan
+
+            options = {str(k).lower(): v for k, v in self.options.items()}
+            level = options.get("level") or "record"
+            self._plan = decode_plan(options, _paths(options), level) if _decoding(options) else None
+        return self._plan
+
     def schema(self):
         from .schema import spark_schema
 
-        return spark_schema(self.options.get("level", "record") or "record")
+        schema = spark_schema(self.options.get("level", "record") or "record")
+        plan = self._decode_plan()
+        if plan is not None:
+            from pyspark.sql import types as T
+
+            schema = T.StructType(schema.fields + plan.spark_fields())
+        return schema
 
     def reader(self, schema):
-        return PlogReader(dict(self.options))
+        return PlogReader(dict(self.options), self._decode_plan())
+
+
+_DECODE_OPTIONS = ("decode", "decode_key", "schemas", "schema_registry", "subject", "key_subject")
+
+
+def _decoding(options: dict) -> bool:
+    return any(options.get(name) not in (None, "") for name in _DECODE_OPTIONS)
 
 
 class PlogReader(DataSourceReader):
-    def __init__(self, options: dict):
+    def __init__(self, options: dict, decode=None):
         from plog.engine.inspect.scan import ScanFilter
 
         from .schema import fields_for
@@ -98,6 +145,7 @@ class PlogReader(DataSourceReader):
         self.unit_bytes = int(unit_bytes) if unit_bytes else None
         parallelism = self.options.get("parallelism")
         self.parallelism = int(parallelism) if parallelism else (os.cpu_count() or 2)
+        self.decode = decode
 
     def partitions(self):
         from plog.engine.inspect.scan import plan_scan
@@ -114,4 +162,17 @@ class PlogReader(DataSourceReader):
 
         # Record rows come as Arrow column buffers built natively where plog._native loads
         # in this (executor) process, else from the reference rows: the same rows either way.
-        yield from unit_arrow_batches(partition.unit, self.filter, self.level)
+        batches = unit_arrow_batches(partition.unit, self.filter, self.level)
+        if self.decode is None:
+            yield from batches
+            return
+        from pyspark.sql import types as T
+
+        from .decode import ColumnDecoder
+        from .schema import arrow_schema, spark_schema
+
+        # One resolver per partition: each schema is compiled once per unit, not per record.
+        full = T.StructType(spark_schema(self.level).fields + self.decode.spark_fields())
+        decoder = ColumnDecoder(self.decode, arrow_schema(full))
+        for batch in batches:
+            yield decoder.extend(batch)

@@ -134,8 +134,9 @@ class ArrowBuilder:
         return batch
 
 
-def arrow_schema(level: str = "record"):
-    """The Arrow schema Spark expects for a level (Spark's own conversion of it)."""
+def arrow_schema(level="record"):
+    """The Arrow schema Spark expects for a level, or for a Spark ``StructType`` (the record
+    columns plus decoded ones): Spark's own conversion of it."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(spark_schema(level), timezone="UTC")
+    return to_arrow_schema(spark_schema(level) if isinstance(level, str) else level, timezone="UTC")
