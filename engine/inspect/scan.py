@@ -20,6 +20,12 @@ This module is the scan engine's API; its parts, one concept each:
   :func:`unit_jsonl` likewise), and :func:`run_units` runs a plan in local processes
   (:func:`scan_stats`, :func:`scan_records`, :func:`scan_jsonl`).
 
+A search's predicates (offset and time ranges, key, value, headers) have a native twin
+(``plog._native.ScanSearch``, native/src/scan_search.rs), chosen once at import
+(formats/native.py; ``PLOG_NATIVE=0`` keeps the reference): it walks each chunk and tests
+every record there, and only the batches with matches are decoded here, into
+:class:`ScanRecord` s of their matches (a ``--where`` is then applied to those).
+
 Every read goes through :class:`plog.engine.storage.file_records.FileBatches`: bounded
 chunks, never a whole file, whatever the segment size. Damage: a batch whose CRC fails is
 counted (``corrupt_batches``) and its records are skipped; an entry whose header is
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, NamedTuple
 
+from plog.formats import native
 from plog.formats.errors import FormatError
 
 from plog.engine.inspect.inventory import codec_name
@@ -44,6 +51,7 @@ from plog.engine.inspect.scan_plan import (
     first_offset_bound,
     plan_scan,
     walk_slice,
+    walk_slice_native,
 )
 from plog.engine.inspect.scan_stats import PartitionStats, hll_estimate, merge_stats, unit_stats
 
@@ -102,48 +110,122 @@ def _ts_type(batch) -> int:
     return batch.timestamp_type if batch.magic > 0 else -1
 
 
+def _unit_records_reference(unit: ScanUnit, flt: ScanFilter | None = None,
+                            problems: list | None = None) -> Iterator[ScanRecord]:
+    flt = flt or ScanFilter()
+    problems = problems if problems is not None else []
+    plain = not (flt.has_offset_range or flt.has_time_range or flt.has_record_predicate)
+    for s in unit.slices:
+        for batch in walk_slice(s, problems):
+            yield from _batch_records(s, batch, flt, plain, problems)
+
+
+def _batch_records(s: ScanSlice, batch, flt: ScanFilter, plain: bool, problems: list) -> Iterator[ScanRecord]:
+    """The records of one entry of slice ``s`` that ``flt`` keeps (the reference, per batch)."""
+    if flt.has_offset_range and not flt.wants_offsets(first_offset_bound(batch), batch.last_offset):
+        return
+    if flt.time_lo is not None and batch.max_timestamp < flt.time_lo and batch.magic == 2 \
+            and batch.timestamp_type == 1:
+        return
+    if not batch.is_valid():
+        problems.append(SliceProblem(s.topic, s.partition, s.segment, batch.position,
+                                     f"batch at offset {batch.last_offset} fails its CRC check; skipped"))
+        return
+    try:
+        records = batch.records()
+    except FormatError as e:
+        problems.append(SliceProblem(s.topic, s.partition, s.segment, batch.position,
+                                     f"batch at offset {batch.last_offset}: {e}; skipped"))
+        return
+    ts_type = _ts_type(batch)
+    facts = _batch_facts(s, batch, records)
+    topic, partition = s.topic, s.partition
+    for r in records:
+        if plain or flt.matches(r.offset, r.timestamp, r.key, r.value, r.headers):
+            yield ScanRecord(topic, partition, r.offset, r.timestamp, ts_type,
+                             None if r.key is None else bytes(r.key),
+                             None if r.value is None else bytes(r.value),
+                             tuple((k, None if v is None else bytes(v)) for k, v in r.headers),
+                             *facts)
+
+
+def _batch_facts(s: ScanSlice, batch, records: list) -> tuple:
+    """The batch's fields of a :class:`ScanRecord` (``records``: the batch's records)."""
+    return (
+        batch.base_offset if batch.magic == 2 else (records[0].offset if records else batch.offset),
+        batch.producer_id, batch.producer_epoch, batch.base_sequence, codec_name(batch.compression),
+        batch.is_transactional, batch.is_control, s.segment, batch.position,
+    )
+
+
+_INT64 = range(-(1 << 63), 1 << 63)
+#: Codes of the entries the native search hands back (``plog._native.ScanSearch.scan``).
+_DECOMPRESS, _REFERENCE = 1, 2
+
+
+def _native_search(flt: ScanFilter):
+    """A ``plog._native.ScanSearch`` for ``flt``'s ranges and plain predicates, or None when
+    the native side cannot hold them (bounds beyond int64, a header key with surrogates
+    that are no escaped bytes)."""
+    ranges = (flt.offset_lo, flt.offset_hi, flt.time_lo, flt.time_hi)
+    if any(r is not None and r not in _INT64 for r in ranges):
+        return None
+    try:
+        headers = [(k.encode("utf-8", "surrogateescape"), v) for k, v in flt.headers]
+    except UnicodeEncodeError:
+        return None  # no header key decodes to it: the reference says so
+    return native.module.ScanSearch(*ranges, flt.key, flt.value_contains, headers)
+
+
+def _unit_records_native(unit: ScanUnit, flt: ScanFilter | None = None,
+                         problems: list | None = None) -> Iterator[ScanRecord]:
+    """:func:`_unit_records_reference`'s twin: ``plog._native.ScanSearch`` walks each
+    slice's chunks and tests every record of the batches it can read against the ranges,
+    the key, the value and the headers (native/src/scan_search.rs); only the batches with
+    matches are decoded here, and only their matches become :class:`ScanRecord` s (a
+    ``--where`` is then applied to those). Compressed batches are decompressed here
+    (bounded) and tested there; every other entry goes through :func:`_batch_records`."""
+    flt = flt or ScanFilter()
+    problems = problems if problems is not None else []
+    plain = not (flt.has_offset_range or flt.has_time_range or flt.has_record_predicate)
+    search = None if plain else _native_search(flt)
+    if search is None:  # every record matches (all are decoded anyway), or bounds beyond int64
+        yield from _unit_records_reference(unit, flt, problems)
+        return
+    for s in unit.slices:
+        for batch, (code, indexes) in walk_slice_native(s, problems, search.scan):
+            if code == _DECOMPRESS:
+                try:
+                    code, indexes = search.region(batch.buffer, batch.records_payload())
+                except FormatError:
+                    code = _REFERENCE  # the reference reports why it does not decompress
+            if code == _REFERENCE:
+                yield from _batch_records(s, batch, flt, plain, problems)
+            elif indexes:
+                records = batch.records()
+                ts_type, facts = _ts_type(batch), _batch_facts(s, batch, records)
+                for i in indexes:
+                    r = records[i]
+                    if flt.where and not flt.matches(r.offset, r.timestamp, r.key, r.value, r.headers):
+                        continue
+                    yield ScanRecord(s.topic, s.partition, r.offset, r.timestamp, ts_type,
+                                     None if r.key is None else bytes(r.key),
+                                     None if r.value is None else bytes(r.value),
+                                     tuple((k, None if v is None else bytes(v)) for k, v in r.headers),
+                                     *facts)
+
+
 def unit_records(unit: ScanUnit, flt: ScanFilter | None = None, problems: list | None = None) -> Iterator[ScanRecord]:
     """The records of ``unit`` that ``flt`` keeps, in slice order and offset order.
 
     Batches failing their CRC are skipped and, like impossible entries, reported to
     ``problems`` (a list of :class:`SliceProblem`) when given.
     """
-    flt = flt or ScanFilter()
-    problems = problems if problems is not None else []
-    check_offsets = flt.has_offset_range
-    plain = not (flt.has_offset_range or flt.has_time_range or flt.has_record_predicate)
-    for s in unit.slices:
-        topic, partition, segment = s.topic, s.partition, s.segment
-        for batch in walk_slice(s, problems):
-            if check_offsets and not flt.wants_offsets(first_offset_bound(batch), batch.last_offset):
-                continue
-            if flt.time_lo is not None and batch.max_timestamp < flt.time_lo and batch.magic == 2 \
-                    and batch.timestamp_type == 1:
-                continue
-            if not batch.is_valid():
-                problems.append(SliceProblem(topic, partition, segment, batch.position,
-                                             f"batch at offset {batch.last_offset} fails its CRC check; skipped"))
-                continue
-            try:
-                records = batch.records()
-            except FormatError as e:
-                problems.append(SliceProblem(topic, partition, segment, batch.position,
-                                             f"batch at offset {batch.last_offset}: {e}; skipped"))
-                continue
-            v2 = batch.magic == 2
-            ts_type = _ts_type(batch)
-            facts = (
-                batch.base_offset if v2 else (records[0].offset if records else batch.offset),
-                batch.producer_id, batch.producer_epoch, batch.base_sequence, codec_name(batch.compression),
-                batch.is_transactional, batch.is_control, segment, batch.position,
-            )
-            for r in records:
-                if plain or flt.matches(r.offset, r.timestamp, r.key, r.value, r.headers):
-                    yield ScanRecord(topic, partition, r.offset, r.timestamp, ts_type,
-                                     None if r.key is None else bytes(r.key),
-                                     None if r.value is None else bytes(r.value),
-                                     tuple((k, None if v is None else bytes(v)) for k, v in r.headers),
-                                     *facts)
+    return _unit_records(unit, flt, problems)
+
+
+# One path for the life of the process (formats/native.py decides; PLOG_NATIVE=0 picks the reference).
+_unit_records = _unit_records_native if native.active() else _unit_records_reference
 
 
 def unit_batches(unit: ScanUnit, flt: ScanFilter | None = None, problems: list | None = None) -> Iterator[ScanBatch]:

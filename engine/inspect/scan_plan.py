@@ -25,12 +25,18 @@ cannot be framed without an index).
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
+from plog.formats import native
 from plog.formats.batch_header import V2_HEADER_SIZE, entry_offsets
+from plog.formats.batches import TrailingBytes
 from plog.formats.errors import FormatError
+from plog.formats.legacy import LegacyBatch
+from plog.formats.record_batch import RecordBatch
 from plog.formats.indexes import (
     OFFSET_INDEX_ENTRY_SIZE,
     OFFSET_INDEX_KEY,
@@ -44,7 +50,8 @@ from plog.engine.inspect.scan_filter import ScanFilter
 from plog.engine.storage.batch_resync import EntryRules, valid_entry_at
 from plog.engine.storage.discovery import NotAKafkaPathError, PartitionInfo, classify, partitions as list_partitions
 from plog.engine.storage.file_names import LOG_FILE_SUFFIX
-from plog.engine.storage.file_records import FileBatches
+from plog.engine.storage.descriptor_budget import ReopenableFile
+from plog.engine.storage.file_records import FileBatches, _read_into
 from plog.engine.storage.index_file import IndexFile, largest_lower_bound
 
 #: Bytes per work unit when the caller does not choose: big enough that the ~28 ms fixed
@@ -367,12 +374,89 @@ def walk_slice(s: ScanSlice, problems: list) -> Iterator:
                                      f"{e.message if hasattr(e, 'message') else e}; the rest of the slice "
                                      f"(up to {s.end if s.end is not None else 'the end of the file'}) is not read"))
         return
-    tail = batches.trailing
-    if tail is not None and s.end is None:
+    if batches.trailing is not None:
+        _trailing_problem(s, batches.trailing, problems)
+
+
+def walk_slice_native(s: ScanSlice, problems: list, scan) -> Iterator:
+    """:func:`walk_slice` with a native scanner in front: each chunk of the slice goes to
+    ``scan(view, start, end, base_position)`` (``plog._native.ScanStats.scan``), which
+    walks it, takes the entries it can and returns ``(declined, valid_end, trailing,
+    fault)``, ``declined`` listing ``(position, stop, *rest)``; this yields ``(batch,
+    rest)`` for each declined entry, then handles the walk's end exactly as :func:`walk_slice` and
+    :class:`~plog.engine.storage.file_records.FileBatches` do (same chunks, same carry-over
+    of an entry cut by a chunk's end, same problems).
+
+    The chunk buffer is private to this generator (no other thread holds it), so it is
+    handed over read-only and the scanner reads it with the GIL released."""
+    try:
+        f = ReopenableFile(s.segment, os.O_RDONLY)
+    except FileNotFoundError:
+        problems.append(SliceProblem(s.topic, s.partition, s.segment, s.start,
+                                     "the segment file disappeared during the scan"))
+        return
+    try:
+        if stat.S_ISDIR(f.stat.st_mode):  # as FileBatches: open(2) takes a directory
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), s.segment)
+        yield from _native_chunks(s, f, problems, scan)
+    except FileNotFoundError:  # a reopen found it gone, as walk_slice reports it
+        problems.append(SliceProblem(s.topic, s.partition, s.segment, s.start,
+                                     "the segment file disappeared during the scan"))
+    finally:
+        f.close()
+
+
+def _native_chunks(s: ScanSlice, f: ReopenableFile, problems: list, scan) -> Iterator:
+    """The loop of :func:`walk_slice_native` (FileBatches._iter's, chunk by chunk)."""
+    file_end = f.stat.st_size
+    end = file_end if s.end is None else min(s.end, file_end)
+    pos = s.start
+    valid_end = pos
+    buf = bytearray(min(CHUNK_BYTES, max(end - pos, 0)) or 1)
+    while pos < end:
+        want = min(len(buf), end - pos)
+        got = _read_into(f.fd, memoryview(buf)[:want], pos)
+        if got <= 0:
+            return  # the file shrank under us: what was read is all there is
+        view = memoryview(buf)[:got]
+        # A read-only view, so the native walk runs without the GIL: ``buf`` is this
+        # generator's own, referenced nowhere else, so no other thread can write it meanwhile.
+        declined, stop, tail, fault = scan(view.toreadonly(), 0, got, pos)
+        for start, entry_end, *rest in declined:
+            entry = view[start:entry_end]
+            yield (RecordBatch(entry, pos + start) if entry[16] == 2 else LegacyBatch(entry, pos + start)), rest
+        valid_end = pos + stop
+        if fault is not None:
+            e = native.typed_error(fault)
+            position = e.position if e.position is not None else valid_end
+            problems.append(SliceProblem(s.topic, s.partition, s.segment, position,
+                                         f"{e}; the rest of the slice (up to "
+                                         f"{s.end if s.end is not None else 'the end of the file'}) is not read"))
+            return
+        at_eof = pos + got >= end or got < want
+        if tail is None:
+            pos = valid_end
+            if at_eof:
+                return
+            continue
+        tail = TrailingBytes(*tail)
+        if at_eof:
+            _trailing_problem(s, tail, problems)
+            return
+        if tail.position == pos and tail.declared_size is not None and tail.declared_size > len(buf):
+            buf = bytearray(min(tail.declared_size, end - pos))
+        elif tail.position == pos and tail.declared_size is None:
+            _trailing_problem(s, tail, problems)
+            return
+        pos = tail.position
+
+
+def _trailing_problem(s: ScanSlice, tail, problems: list) -> None:
+    if s.end is None:
         # A partial entry at the end of a segment: what a crash leaves (recovery truncates it).
         problems.append(SliceProblem(s.topic, s.partition, s.segment, tail.position,
                                      f"{tail.length} trailing bytes are not a whole batch (a torn write?)"))
-    elif tail is not None:
+    else:
         problems.append(SliceProblem(s.topic, s.partition, s.segment, tail.position,
                                      f"{tail.length} bytes before the next slice at {s.end} are not a whole batch"))
 
@@ -388,4 +472,5 @@ __all__ = [
     "first_offset_bound",
     "plan_scan",
     "walk_slice",
+    "walk_slice_native",
 ]

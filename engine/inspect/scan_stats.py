@@ -6,6 +6,13 @@ with a deterministic hash), so any split of the work into units merges to the sa
 :func:`merge_stats` folds the units' summaries into one per replica. v2 records are counted
 from their heads (sizes, timestamps and keys; no values, no record objects). Damage: a batch
 whose CRC fails is counted (``corrupt_batches``) and its records are skipped.
+
+The per-batch loop has a native twin (``plog._native.ScanStats``, native/src/scan_stats.rs),
+chosen once at import (formats/native.py; ``PLOG_NATIVE=0`` keeps the reference): it walks
+each chunk of a slice, CRC included, and counts the batches it can read (uncompressed and
+decompressed data batches, control batches); every other entry goes through the reference
+(:func:`_batch_stats`), and the two summaries merge. Both give identical stats, sketches
+included (tests/native/test_scan_twins.py).
 """
 
 from __future__ import annotations
@@ -16,13 +23,21 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Iterable
 
+from plog.formats import native
 from plog.formats.batch_header import LOG_OVERHEAD, legacy_min_size
 from plog.formats.default_record import HEAD_KEY, HEAD_OFFSET, HEAD_SIZE, HEAD_TIMESTAMP, record_heads
 from plog.formats.errors import FormatError
 
 from plog.engine.inspect.inventory import codec_name
 from plog.engine.inspect.scan_filter import ScanFilter
-from plog.engine.inspect.scan_plan import ScanSlice, ScanUnit, SliceProblem, first_offset_bound, walk_slice
+from plog.engine.inspect.scan_plan import (
+    ScanSlice,
+    ScanUnit,
+    SliceProblem,
+    first_offset_bound,
+    walk_slice,
+    walk_slice_native,
+)
 
 #: Distinct producer ids kept per partition (the smallest ones); beyond it only the count
 #: estimate grows, so hostile logs with millions of producer ids stay in bounded memory.
@@ -275,58 +290,143 @@ def _legacy_record_stats(batch, st: PartitionStats, flt: ScanFilter | None) -> N
     _add_records(st, sizes, [r.timestamp for r in records], [r.key for r in records])
 
 
-def _slice_stats(s: ScanSlice, st: PartitionStats, flt: ScanFilter | None) -> None:
+def _batch_stats(st: PartitionStats, segment: str, batch, flt: ScanFilter | None, check_range: bool) -> None:
+    """Count one entry of a slice into ``st`` (the reference, per batch)."""
+    if check_range and not flt.wants_offsets(first_offset_bound(batch), batch.last_offset):
+        return
+    if not batch.is_valid():
+        st.corrupt_batches += 1
+        _add_problem(st, segment, batch.position, f"batch at offset {batch.last_offset} fails its CRC check; "
+                                                  f"its records are not counted")
+        return
+    before = st.records
+    try:
+        if batch.magic == 2:
+            if batch.is_control:
+                if check_range:  # the same records a search keeps (control batches are tiny)
+                    kept = sum(1 for r in batch.records() if flt.matches(r.offset, r.timestamp, None, None, ()))
+                else:
+                    kept = batch.records_count
+                if kept or not check_range:
+                    st.control_batches += 1
+                    st.control_records += kept
+                    st.records += kept
+            else:
+                payload = batch.records_payload()  # bytes: indexing bytes is cheaper than a memoryview
+                _v2_record_stats(payload, batch.records_count, batch.base_offset, batch.base_timestamp,
+                                 batch.max_timestamp if batch.timestamp_type == 1 else None, st, flt)
+        else:
+            _legacy_record_stats(batch, st, flt)
+    except FormatError as e:
+        st.records = before
+        st.corrupt_batches += 1
+        _add_problem(st, segment, batch.position, f"batch at offset {batch.last_offset}: {e}")
+        return
+    if check_range and st.records == before:
+        return  # no record of this batch is in range
+    st.batches += 1
+    st.bytes += batch.size_in_bytes
+    name = codec_name(batch.compression)
+    st.codecs[name] = st.codecs.get(name, 0) + 1
+    st.magics[batch.magic] = st.magics.get(batch.magic, 0) + 1
+    # (A compressed legacy wrapper's base_offset decodes it for the first inner offset.)
+    first = batch.base_offset
+    st.first_offset = _min(st.first_offset, first)
+    st.last_offset = _max(st.last_offset, batch.last_offset)
+    if batch.magic == 2:
+        if batch.is_transactional:
+            st.transactional_batches += 1
+        if batch.producer_id >= 0:
+            st.add_producer(batch.producer_id)
+
+
+def _slice_stats_reference(s: ScanSlice, st: PartitionStats, flt: ScanFilter | None) -> None:
     problems: list[SliceProblem] = []
     check_range = flt is not None and (flt.has_offset_range or flt.has_time_range)
     for batch in walk_slice(s, problems):
-        if check_range and not flt.wants_offsets(first_offset_bound(batch), batch.last_offset):
-            continue
-        if not batch.is_valid():
-            st.corrupt_batches += 1
-            _add_problem(st, s.segment, batch.position, f"batch at offset {batch.last_offset} fails its CRC check; "
-                                                      f"its records are not counted")
-            continue
-        before = st.records
-        try:
-            if batch.magic == 2:
-                if batch.is_control:
-                    if check_range:  # the same records a search keeps (control batches are tiny)
-                        kept = sum(1 for r in batch.records() if flt.matches(r.offset, r.timestamp, None, None, ()))
-                    else:
-                        kept = batch.records_count
-                    if kept or not check_range:
-                        st.control_batches += 1
-                        st.control_records += kept
-                        st.records += kept
-                else:
-                    payload = batch.records_payload()  # bytes: indexing bytes is cheaper than a memoryview
-                    _v2_record_stats(payload, batch.records_count, batch.base_offset, batch.base_timestamp,
-                                     batch.max_timestamp if batch.timestamp_type == 1 else None, st, flt)
-            else:
-                _legacy_record_stats(batch, st, flt)
-        except FormatError as e:
-            st.records = before
-            st.corrupt_batches += 1
-            _add_problem(st, s.segment, batch.position, f"batch at offset {batch.last_offset}: {e}")
-            continue
-        if check_range and st.records == before:
-            continue  # no record of this batch is in range
-        st.batches += 1
-        st.bytes += batch.size_in_bytes
-        name = codec_name(batch.compression)
-        st.codecs[name] = st.codecs.get(name, 0) + 1
-        st.magics[batch.magic] = st.magics.get(batch.magic, 0) + 1
-        # (A compressed legacy wrapper's base_offset decodes it for the first inner offset.)
-        first = batch.base_offset
-        st.first_offset = _min(st.first_offset, first)
-        st.last_offset = _max(st.last_offset, batch.last_offset)
-        if batch.magic == 2:
-            if batch.is_transactional:
-                st.transactional_batches += 1
-            if batch.producer_id >= 0:
-                st.add_producer(batch.producer_id)
+        _batch_stats(st, s.segment, batch, flt, check_range)
     for p in problems:
         _add_problem(st, p.segment, p.position, p.message)
+
+
+_INT64 = range(-(1 << 63), 1 << 63)
+
+#: Codes of the entries the native scanner hands back (``plog._native.ScanStats.scan``).
+_DECOMPRESS = 1
+
+
+def _native_ranges(flt: ScanFilter | None) -> tuple | None:
+    """``flt``'s offset and time bounds for ``plog._native.ScanStats``, or None when one
+    is beyond int64 (the reference compares Python ints)."""
+    ranges = (None, None, None, None) if flt is None else (flt.offset_lo, flt.offset_hi, flt.time_lo, flt.time_hi)
+    return None if any(r is not None and r not in _INT64 for r in ranges) else ranges
+
+
+def _slice_into(s: ScanSlice, st: PartitionStats, flt: ScanFilter | None, acc) -> None:
+    """Count slice ``s``: the batches the native accumulator ``acc`` takes into it
+    (native/src/scan_stats.rs), compressed data batches decompressed here (bounded,
+    formats/compression.py) and counted there, every other entry (CRC failures, legacy
+    messages, regions that do not frame...) into ``st`` by :func:`_batch_stats`, the
+    reference, with the problems."""
+    problems: list[SliceProblem] = []
+    check_range = flt is not None and (flt.has_offset_range or flt.has_time_range)
+    add_region = acc.add_region
+    for batch, (code,) in walk_slice_native(s, problems, acc.scan):
+        if code == _DECOMPRESS:
+            try:
+                if add_region(batch.buffer, batch.records_payload()):
+                    continue
+            except FormatError:
+                pass  # the reference counts the batch as corrupt and says why
+        _batch_stats(st, s.segment, batch, flt, check_range)
+    for p in problems:
+        _add_problem(st, p.segment, p.position, p.message)
+
+
+def _slice_stats_native(s: ScanSlice, st: PartitionStats, flt: ScanFilter | None) -> None:
+    """:func:`_slice_stats_reference`'s twin (:func:`_slice_into`, then the native figures
+    merged into ``st``: the summary is commutative, so the split changes nothing)."""
+    ranges = _native_ranges(flt)
+    if ranges is None:
+        _slice_stats_reference(s, st, flt)
+        return
+    acc = native.module.ScanStats(*ranges)
+    _slice_into(s, st, flt, acc)
+    st.merge(_native_part(acc, st))
+
+
+def _unit_stats_native(unit: ScanUnit, flt: ScanFilter | None) -> dict[tuple[str, int, str], PartitionStats]:
+    """:func:`_unit_stats_reference`'s twin: one native accumulator per partition of the
+    unit (a unit of many small segments pays one merge per partition, not per slice)."""
+    ranges = _native_ranges(flt)
+    if ranges is None:
+        return _unit_stats_reference(unit, flt)
+    out: dict[tuple[str, int, str], PartitionStats] = {}
+    accs: dict = {}
+    for s in unit.slices:
+        tp = (s.topic, s.partition, s.log_dir)
+        st = out.get(tp)
+        if st is None:
+            st = out[tp] = PartitionStats(*tp)
+            accs[tp] = native.module.ScanStats(*ranges)
+        _slice_into(s, st, flt, accs[tp])
+    # The reference's share is usually empty: merged into the native one, its sketches cost nothing.
+    return {tp: _native_part(accs[tp], st).merge(st) for tp, st in out.items()}
+
+
+def _native_part(acc, st: PartitionStats) -> PartitionStats:
+    """The figures of a native accumulator as a :class:`PartitionStats` of ``st``'s replica."""
+    (records, batches, nbytes, first, last, tmin, tmax, codecs, null_keys, key_registers, histogram,
+     smin, smax, stotal, transactional, control_batches, control_records, producer_ids,
+     producer_registers) = acc.fields()
+    return PartitionStats(
+        st.topic, st.partition, st.log_dir, records=records, batches=batches, bytes=nbytes,
+        first_offset=first, last_offset=last, min_timestamp=tmin, max_timestamp=tmax,
+        codecs={codec_name(c): n for c, n in enumerate(codecs) if n}, magics={2: batches} if batches else {},
+        null_keys=null_keys, key_registers=bytearray(key_registers), size_histogram=histogram,
+        min_record_size=smin, max_record_size=smax, total_record_size=stotal,
+        transactional_batches=transactional, control_batches=control_batches, control_records=control_records,
+        producer_ids=producer_ids, producer_registers=bytearray(producer_registers))
 
 
 def _add_problem(st: PartitionStats, segment: str, position: int, message: str) -> None:
@@ -339,17 +439,25 @@ def _add_problem(st: PartitionStats, segment: str, position: int, message: str) 
         st.problems.sort()
 
 
-def unit_stats(unit: ScanUnit, flt: ScanFilter | None = None) -> dict[tuple[str, int, str], PartitionStats]:
-    """The stats of one unit, per partition. Record predicates (key, value, headers) are
-    not applied here (stats describe partitions); topic and offset/time ranges are."""
+def _unit_stats_reference(unit: ScanUnit, flt: ScanFilter | None) -> dict[tuple[str, int, str], PartitionStats]:
     out: dict[tuple[str, int], PartitionStats] = {}
     for s in unit.slices:
         tp = (s.topic, s.partition, s.log_dir)
         st = out.get(tp)
         if st is None:
             st = out[tp] = PartitionStats(*tp)
-        _slice_stats(s, st, flt)
+        _slice_stats_reference(s, st, flt)
     return out
+
+
+# One path for the life of the process (formats/native.py decides; PLOG_NATIVE=0 picks the reference).
+_unit_stats = _unit_stats_native if native.active() else _unit_stats_reference
+
+
+def unit_stats(unit: ScanUnit, flt: ScanFilter | None = None) -> dict[tuple[str, int, str], PartitionStats]:
+    """The stats of one unit, per partition. Record predicates (key, value, headers) are
+    not applied here (stats describe partitions); topic and offset/time ranges are."""
+    return _unit_stats(unit, flt)
 
 
 def merge_stats(parts: Iterable[dict[tuple[str, int, str], PartitionStats]],

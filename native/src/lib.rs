@@ -44,6 +44,16 @@
 //!   of v2 batches (regions decompressed by Python), the scan filter's record predicates
 //!   applied; `(None, why)` when a row is one the caller builds on the reference path
 //!   (native/src/arrow_columns.rs, spark_tasks/arrow_batches.py).
+//! * `ScanStats(offset_lo=None, offset_hi=None, time_lo=None, time_hi=None)`: a scan
+//!   unit's statistics accumulator (engine/inspect/scan_stats.py): `.scan(buf, start, end,
+//!   base_position) -> (declined, valid_end, trailing, fault)` walks a chunk and counts
+//!   the batches it takes, `.add_region(entry, region) -> bool` a decompressed batch,
+//!   `.fields()` the figures (native/src/scan_stats.rs, py_scan.rs).
+//! * `ScanSearch(offset_lo=None, offset_hi=None, time_lo=None, time_hi=None, key=None,
+//!   value_contains=None, headers=[])`: a search's predicate (engine/inspect/scan.py):
+//!   `.scan(buf, start, end, base_position) -> (hits, valid_end, trailing, fault)` gives
+//!   the indexes of the matching records of each batch of a chunk, `.region(entry, region)`
+//!   those of a decompressed batch (native/src/scan_search.rs, py_scan.rs).
 //!
 //! Safety: the only `unsafe` is the view of a Python buffer's bytes (`ByteView`). Panics
 //! cannot cross into Python: every entry point runs under `guarded`, which turns one into a
@@ -62,7 +72,10 @@ mod dump_batch;
 mod dump_text;
 mod fault;
 mod py_arrow_columns;
+mod py_scan;
 mod records;
+mod scan_search;
+mod scan_stats;
 mod varint;
 mod verify;
 mod walk;
@@ -530,5 +543,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Each further unit registers its own functions from its own file (one line each here).
     dump_batch::register(m)?;
     py_arrow_columns::register(m)?;
+    py_scan::register(m)?;
     Ok(())
 }
