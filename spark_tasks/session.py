@@ -249,6 +249,8 @@ def start(master: str | None = None, conf: dict[str, str] | None = None, *, app_
             check_executors(spark, handle)
         elif chosen_python and os.path.realpath(chosen_python) != os.path.realpath(sys.executable):
             check_executors(spark, handle)  # a user-chosen executor Python: check it once
+        if is_local(spark.sparkContext.master):
+            warm_workers(spark, handle)
     except BaseException:
         handle.stop()
         raise
@@ -297,6 +299,29 @@ def _probe(_):
     import plog as _plog
 
     return [(tuple(_sys.version_info[:2]), _plog.__version__, _plog.__file__, _sys.executable)]
+
+
+def _warm(_):
+    # What every scan task imports, so the first job finds it loaded (workers are reused).
+    import plog.engine.inspect.scan  # noqa: F401
+    from plog.formats import native
+
+    return [native.describe()]
+
+
+def warm_workers(spark, handle: SparkHandle | None = None) -> None:
+    """Start a local session's Python workers, one task per core, and import plog's scan in
+    each (workers are reused), so that the session's start-up pays for them once instead of
+    its first job. Notes which path (native core or pure Python) the workers run."""
+    sc = spark.sparkContext
+    slots = max(1, sc.defaultParallelism)
+    try:
+        paths = sc.parallelize(range(slots), slots).mapPartitions(_warm).collect()
+    except Exception as e:
+        log = f" (Spark's log: {handle.log_path})" if handle and handle.log_path else ""
+        raise SparkSetupError(f"a test task on the executors failed: {error_line(e)}{log}") from e
+    if handle is not None and paths:
+        handle.notes.append(f"executors: {paths[0]}")
 
 
 def check_executors(spark, handle: SparkHandle | None = None) -> tuple:
