@@ -1,17 +1,24 @@
-"""``plog produce`` and ``plog consume --format jsonl``: records/s end to end through the CLI.
+"""``plog produce`` and ``plog consume``: records/s end to end through the CLI, on both
+paths (the native core, and the pure-Python reference with ``PLOG_NATIVE=0``).
 
-Figures (issue 6), each the median of ``--reps`` repetitions:
+Figures (issues 6 and 23), each the median of ``--reps`` repetitions:
 
 * ``produce``: ``plog produce TOPIC --file F --data-dir D`` on a file of ``--records`` lines
   (one value per line: the 100-byte JSON-ish values of ../shared/docs/perf-anchors.md, no
   key), into a fresh data directory;
 * ``consume``: ``plog consume TOPIC -e --format jsonl --data-dir D > /dev/null`` of what the
-  produce run wrote.
+  produce run wrote;
+* ``consume_jsonl`` (the same runs as ``consume``) and ``consume_template``
+  (``plog consume TOPIC -e --format '%v\n' > /dev/null``): the native path, with the pure-Python
+  twins ``consume_jsonl_python`` and ``consume_template_python`` (``PLOG_NATIVE=0`` in the
+  child's environment). ``produce`` and ``consume`` also carry ``plog_python_records_per_s``.
 
 plog runs as a child process (``.venv/bin/plog``), timed by wall clock around it, so
-interpreter start-up and imports are included; its peak RSS is read through a small
-intermediate process, as in bench_verify.py. The peer, in this process and in the same
-repetition, is kafka-python's record codec on the same values (no broker is needed):
+interpreter start-up and imports are included (the children may write .pyc files, as on a
+user's machine, and a first untimed run writes them); its peak RSS is read through a small
+intermediate process, as in bench_verify.py. The peer of ``produce``/``consume``, in this
+process and in the same repetition, is kafka-python's record codec on the same values (no
+broker is needed):
 
 * produce: read the same file line by line, ``DefaultRecordBatchBuilder`` (v2, uncompressed,
   ``batch_size`` 16384, timestamps taken at append as KafkaProducer does), base offsets set,
@@ -20,11 +27,22 @@ repetition, is kafka-python's record codec on the same values (no broker is need
   ``check_crcs`` does), iterate the records, one dict per record with the fields of plog's
   jsonl -> ``json.dumps`` -> UTF-8 line, written to /dev/null.
 
+With ``--kcat``, the peer of ``consume_jsonl``/``consume_template`` is kcat (``/usr/bin/kcat``,
+Debian's package) reading the same values from a real local Kafka broker (``--kafka-version``,
+default 4.3.1, started from the interop suite's jars with tests/interop/kafka_broker.py; the
+values produced into a one-partition topic with ``kcat -P -l``): ``kcat -C -b 127.0.0.1:PORT
+-t T -o beginning -e -q -J`` and ``-f '%s\n'`` to /dev/null, timed like plog, in each
+repetition. Nothing is installed: without kcat or the jars the figures say how to get them
+(``kcat_missing``) and plog is still measured. Their ratios: ``ratio_vs_kcat``, plog's
+records/s over kcat's.
+
 ``ratio`` is plog/peer records/s, taken within each repetition (the median is reported).
 The same figures per CPU-second (user + system: plog's process, the peer's own) are steadier
-on a shared machine. The issue's targets (>= 500k records/s each) apply to the wall-clock figures.
+on a shared machine. The targets: >= 500k records/s for produce and consume (issue 6); >= 2 M
+records/s for consume_jsonl and >= 3x kcat for consume_template (issue 23), wall clock.
 Prints one JSON object (see workloads.emit).
-Usage: python benchmarks/bench_produce_consume.py [--records N] [--quick] [--reps N] [--output FILE]
+Usage: python benchmarks/bench_produce_consume.py [--records N] [--quick] [--reps N] [--kcat]
+       [--kafka-version V] [--output FILE]
 """
 
 from __future__ import annotations
@@ -49,8 +67,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from workloads import emit, json_events  # noqa: E402
 
 PLOG = str(Path(sys.executable).with_name("plog"))
+ROOT = Path(__file__).resolve().parent.parent
 TOPIC = "bench"
 TARGETS = {"produce_records_per_s": 500_000, "consume_records_per_s": 500_000}
+#: Issue 23: consume_jsonl in records/s; consume_template as a multiple of kcat's records/s.
+JSONL_TARGET = 2_000_000
+TEMPLATE_TARGET_VS_KCAT = 3.0
+KCAT = "/usr/bin/kcat"
+KCAT_HINT = "install kcat: apt-get install kcat"
+
+# As on a user's machine, the children may write .pyc files (a wheel install compiles them at
+# install time). A PYTHONDONTWRITEBYTECODE inherited from a CI or sandbox shell would make every
+# run recompile each module (bench_startup.py does the same).
+_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PLOG_NATIVE")}
+PATHS = {"native": _ENV, "python": {**_ENV, "PLOG_NATIVE": "0"}}
 
 # Runs argv[2:] with stdout to argv[1]; reports exit code, wall time, CPU time and peak RSS (KiB) of it
 # and its descendants on the last stderr line (the child's own stderr comes before it).
@@ -65,14 +95,83 @@ print("MEASURED", code, elapsed, u.ru_utime + u.ru_stime, u.ru_maxrss, file=sys.
 """
 
 
-def run_plog(*args: str) -> tuple[float, float, float, str]:
-    """Wall seconds, CPU seconds, peak RSS (MB) and stderr of ``plog ARGS`` (stdout to /dev/null)."""
-    r = subprocess.run([sys.executable, "-c", _MEASURE, os.devnull, PLOG, *args], capture_output=True, text=True)
+def run_plog(*args: str, path: str = "native") -> tuple[float, float, float, str]:
+    """Wall seconds, CPU seconds, peak RSS (MB) and stderr of ``plog ARGS`` (stdout to
+    /dev/null) on ``path`` ("native" or "python")."""
+    return run_measured([PLOG, *args], PATHS[path])
+
+
+def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, float, float, str]:
+    """Wall seconds, CPU seconds, peak RSS (MB) and stderr of ``argv`` (stdout to /dev/null)."""
+    r = subprocess.run([sys.executable, "-c", _MEASURE, os.devnull, *argv], capture_output=True, text=True,
+                       env=_ENV if env is None else env)
     *rest, last = r.stderr.rstrip("\n").split("\n")
     _, code, elapsed, cpu, maxrss = last.split()
     if int(code) != 0:
-        raise SystemExit(f"plog {' '.join(args)} exited {code}: {r.stderr}")
+        raise SystemExit(f"{' '.join(argv)} exited {code}: {r.stderr}")
     return float(elapsed), float(cpu), int(maxrss) / 1024, "\n".join(rest)
+
+
+class KcatPeer:
+    """kcat reading the benchmark's values from a real local Kafka broker (see the module
+    docstring); ``missing`` says why there is none (and how to get it)."""
+
+    def __init__(self, version: str, values: Path, n: int, tmp: Path):
+        self.version = version
+        self.broker = None
+        try:
+            self.missing = self._start(values, n, tmp)
+        except BaseException:
+            if self.broker is not None:
+                self.broker.kill()  # never leave a JVM behind
+            raise
+
+    def _start(self, values: Path, n: int, tmp: Path) -> str | None:
+        if not os.access(KCAT, os.X_OK):
+            return f"{KCAT} not found: {KCAT_HINT}"
+        sys.path.insert(0, str(ROOT / "tests" / "interop"))
+        from kafka_broker import KafkaBroker, write_log_configs
+        from kafka_fetch import cache_dir, is_complete
+
+        if not is_complete(self.version):
+            return (f"no Kafka {self.version} jars in {cache_dir(self.version).parent}: python "
+                    f"tests/interop/kafka_fetch.py {self.version} (or set PLOG_KAFKA_CACHE)")
+        work = tmp / "kafka"
+        self.broker = KafkaBroker(self.version, cache_dir(self.version), work, write_log_configs(work / "log4j"))
+        self.broker.start()
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=self.broker.bootstrap)
+        try:
+            admin.create_topics([NewTopic(TOPIC, 1, 1)])
+        finally:
+            admin.close()
+        subprocess.run([KCAT, "-P", "-b", self.broker.bootstrap, "-t", TOPIC, "-p", "0", "-l", str(values)],
+                       check=True, capture_output=True)
+        self.broker.wait_partitions_ready([(TOPIC, 0)], end_offsets={(TOPIC, 0): n})
+        # One untimed read checks what kcat prints (one line per record) and warms the broker.
+        check = tmp / "kcat-check.jsonl"
+        with open(check, "wb") as out:
+            subprocess.run(self._argv("-J"), stdout=out, check=True)
+        with open(check, "rb") as f:
+            lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        check.unlink()
+        if lines != n:
+            raise SystemExit(f"kcat -J printed {lines} lines for {n} records")
+        return None
+
+    def _argv(self, *fmt: str) -> list[str]:
+        return [KCAT, "-C", "-b", self.broker.bootstrap, "-t", TOPIC, "-o", "beginning", "-e", "-q", *fmt]
+
+    def read(self, *fmt: str) -> tuple[float, float]:
+        """Wall and CPU seconds of kcat's read of every record in ``fmt`` to /dev/null (the
+        broker's own CPU is not counted)."""
+        wall, cpu, _, _ = run_measured(self._argv(*fmt))
+        return wall, cpu
+
+    def close(self) -> None:
+        if self.broker is not None:
+            self.broker.stop()
 
 
 def peer_produce(src: Path, dst: Path) -> int:
@@ -125,58 +224,132 @@ def peer_consume(path: Path) -> int:
     return n
 
 
+class Runs:
+    """Every repetition's measurements, by name (``<figure><suffix>``: records/s, per CPU-s,
+    peak RSS, the peer's and the ratios)."""
+
+    def __init__(self, n: int, data: Path):
+        self.n = n
+        self.data = data
+        self.values: dict[str, list] = {}
+
+    def add(self, name: str, **values: float) -> None:
+        for k, v in values.items():
+            self.values.setdefault(name + k, []).append(v)
+
+    def measure(self, name: str, plog_args: list[str], peer, done: str, path: str = "native",
+                data_dir: Path | None = None) -> float:
+        """Time ``plog ARGS --data-dir D`` on ``path`` (and ``peer()``, when given, after it);
+        returns plog's wall seconds."""
+        n = self.n
+        wall, cpu, rss, err = run_plog(*plog_args, "--data-dir", str(data_dir or self.data), path=path)
+        assert f"{done} {n} record(s)" in err, err
+        self.add(name, **{"": n / wall, "_cpu": n / cpu, "_rss": rss})
+        if peer is not None:
+            t0, c0 = time.perf_counter(), time.process_time()
+            assert peer() == n
+            pwall, pcpu = time.perf_counter() - t0, time.process_time() - c0
+            self.add(name, _peer=n / pwall, _ratio=pwall / wall, _peer_cpu=n / pcpu, _ratio_cpu=pcpu / cpu)
+        return wall
+
+    def med(self, k: str) -> float:
+        return statistics.median(self.values[k])
+
+    def spread(self, k: str) -> list[int]:
+        return [round(min(self.values[k])), round(max(self.values[k]))]
+
+
+def repetition(runs: Runs, src: Path, peer_log: Path, data_py: Path, kcat: KcatPeer | None) -> None:
+    """One repetition of every figure (fresh data directories)."""
+    shutil.rmtree(runs.data, ignore_errors=True)
+    shutil.rmtree(data_py, ignore_errors=True)
+    runs.measure("produce", ["produce", TOPIC, "--file", str(src)], lambda: peer_produce(src, peer_log), "produced")
+    runs.measure("produce_python", ["produce", TOPIC, "--file", str(src)], None, "produced", "python", data_py)
+    for name, fmt in (("jsonl", "jsonl"), ("template", "%v\n")):
+        peer = (lambda: peer_consume(peer_log)) if name == "jsonl" else None
+        wall = runs.measure(f"consume_{name}", ["consume", TOPIC, "-e", "--format", fmt], peer, "consumed")
+        runs.measure(f"consume_{name}_python", ["consume", TOPIC, "-e", "--format", fmt], None, "consumed", "python")
+        if kcat is not None and kcat.missing is None:
+            kwall, kcpu = kcat.read(*(("-J",) if name == "jsonl" else ("-f", "%s\n")))
+            runs.add(f"consume_{name}", _kcat=runs.n / kwall, _kcat_cpu=runs.n / kcpu, _vs_kcat=kwall / wall)
+    print(" ".join(f"{k} {v[-1]:,.0f}" for k, v in runs.values.items() if not k.endswith(("_rss", "_ratio", "_cpu"))),
+          file=sys.stderr)
+
+
+def figures(runs: Runs, kcat: KcatPeer | None) -> dict:
+    """The figures of the module docstring, from the repetitions' medians."""
+    med = runs.med
+
+    def figure(name: str, runs_of: str, python_runs_of: str) -> dict:
+        """An issue 6 figure (plog against kafka-python's codec), the python path beside it."""
+        target = TARGETS[f"{name}_records_per_s"]
+        return {"plog_records_per_s": round(med(runs_of)), "plog_python_records_per_s": round(med(python_runs_of)),
+                "kafka_python_records_per_s": round(med(runs_of + "_peer")), "ratio": round(med(runs_of + "_ratio"), 2),
+                "plog_spread": runs.spread(runs_of), "plog_records_per_cpu_s": round(med(runs_of + "_cpu")),
+                "kafka_python_records_per_cpu_s": round(med(runs_of + "_peer_cpu")),
+                "ratio_cpu": round(med(runs_of + "_ratio_cpu"), 2),
+                "plog_peak_rss_mb": round(max(runs.values[runs_of + "_rss"]), 1),
+                "target_records_per_s": target, "met": med(runs_of) >= target}
+
+    def consume_figure(name: str) -> dict:
+        """An issue 23 figure: one path's consume, with kcat's read beside the native one."""
+        out = {"plog_records_per_s": round(med(name)), "plog_spread": runs.spread(name),
+               "plog_records_per_cpu_s": round(med(name + "_cpu")),
+               "plog_peak_rss_mb": round(max(runs.values[name + "_rss"]), 1)}
+        if name + "_kcat" in runs.values:
+            out.update({"kcat_records_per_s": round(med(name + "_kcat")),
+                        "kcat_records_per_cpu_s": round(med(name + "_kcat_cpu")),
+                        "ratio_vs_kcat": round(med(name + "_vs_kcat"), 2)})
+        elif not name.endswith("_python"):
+            out["kcat_missing"] = kcat.missing if kcat is not None else "not measured (--kcat)"
+        if name == "consume_jsonl":
+            out.update({"target_records_per_s": JSONL_TARGET, "met": med(name) >= JSONL_TARGET})
+        elif name == "consume_template":
+            out.update({"target_ratio_vs_kcat": TEMPLATE_TARGET_VS_KCAT,
+                        "met": out["ratio_vs_kcat"] >= TEMPLATE_TARGET_VS_KCAT if "ratio_vs_kcat" in out else None})
+        return out
+
+    out = {"produce": figure("produce", "produce", "produce_python"),
+           "consume": figure("consume", "consume_jsonl", "consume_jsonl_python")}
+    for name in ("consume_jsonl", "consume_template", "consume_jsonl_python", "consume_template_python"):
+        out[name] = consume_figure(name)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--quick", action="store_true", help="100,000 records")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--kcat", action="store_true",
+                    help="also time kcat reading the same records from a real local Kafka broker")
+    ap.add_argument("--kafka-version", default="4.3.1", help="the broker kcat reads from (default 4.3.1)")
     ap.add_argument("--output", "--json", dest="output", help="also write the result to this file")
     args = ap.parse_args()
     n = 100_000 if args.quick else args.records
     load = os.getloadavg()
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="plog-bench-pc-"))
+    kcat = None
     try:
-        src, peer_log, data = tmp / "values.txt", tmp / "peer.log", tmp / "data"
+        src, peer_log, data_py = tmp / "values.txt", tmp / "peer.log", tmp / "data-python"
         with open(src, "wb") as f:
             f.writelines(v + b"\n" for _, _, _, v in json_events(n))
-        runs: dict[str, list] = {}
-
-        def measure(name: str, plog_args: list[str], peer, done: str) -> None:
-            wall, cpu, rss, err = run_plog(*plog_args, "--data-dir", str(data))
-            assert f"{done} {n} record(s)" in err, err
-            t0, c0 = time.perf_counter(), time.process_time()
-            assert peer() == n
-            pwall, pcpu = time.perf_counter() - t0, time.process_time() - c0
-            for k, v in (("", n / wall), ("_peer", n / pwall), ("_ratio", pwall / wall), ("_cpu", n / cpu),
-                         ("_peer_cpu", n / pcpu), ("_ratio_cpu", pcpu / cpu), ("_rss", rss)):
-                runs.setdefault(name + k, []).append(v)
-
+        kcat = KcatPeer(args.kafka_version, src, n, tmp) if args.kcat else None
+        for path in PATHS:  # untimed: .pyc files written, page cache warm
+            run_plog("--version", path=path)
+        runs = Runs(n, tmp / "data")
         for _ in range(args.reps):
-            shutil.rmtree(data, ignore_errors=True)
-            measure("produce", ["produce", TOPIC, "--file", str(src)], lambda: peer_produce(src, peer_log),
-                    "produced")
-            measure("consume", ["consume", TOPIC, "-e", "--format", "jsonl"], lambda: peer_consume(peer_log),
-                    "consumed")
-            print(" ".join(f"{k} {runs[k][-1]:,.0f}" for k in ("produce", "produce_peer", "consume", "consume_peer")),
-                  file=sys.stderr)
+            repetition(runs, src, peer_log, data_py, kcat)
         sizes = {"input_bytes": src.stat().st_size,
-                 "plog_log_bytes": sum(p.stat().st_size for p in data.rglob("*.log")),
+                 "plog_log_bytes": sum(p.stat().st_size for p in runs.data.rglob("*.log")),
                  "kafka_python_log_bytes": peer_log.stat().st_size}
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-    def figure(name: str) -> dict:
-        def med(k: str) -> float:
-            return statistics.median(runs[name + k])
-
-        target = TARGETS[f"{name}_records_per_s"]
-        return {"plog_records_per_s": round(med("")), "kafka_python_records_per_s": round(med("_peer")),
-                "ratio": round(med("_ratio"), 2), "plog_spread": [round(min(runs[name])), round(max(runs[name]))],
-                "plog_records_per_cpu_s": round(med("_cpu")), "kafka_python_records_per_cpu_s": round(med("_peer_cpu")),
-                "ratio_cpu": round(med("_ratio_cpu"), 2), "plog_peak_rss_mb": round(max(runs[name + "_rss"]), 1),
-                "target_records_per_s": target, "met": med("") >= target}
-
+        try:
+            if kcat is not None:
+                kcat.close()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     result = {
         "benchmark": "produce/consume through the CLI",
         "python": platform.python_version(),
@@ -189,10 +362,14 @@ def main() -> None:
         "reps": args.reps,
         "records": n,
         **sizes,
+        "kcat": None if kcat is None else {
+            "kafka_version": args.kafka_version, "missing": kcat.missing,
+            "json_command": "kcat -C -b 127.0.0.1:PORT -t bench -o beginning -e -q -J",
+            "template_command": "kcat -C -b 127.0.0.1:PORT -t bench -o beginning -e -q -f '%s\\n'"},
         "seconds": round(time.perf_counter() - started, 1),
-        "figures": {"produce": figure("produce"), "consume": figure("consume")},
+        "figures": figures(runs, kcat),
     }
-    result["targets_met"] = {k: v["met"] for k, v in result["figures"].items()}
+    result["targets_met"] = {k: v["met"] for k, v in result["figures"].items() if v.get("met") is not None}
     emit(result, args.output)
 
 

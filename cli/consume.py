@@ -104,14 +104,19 @@ def consume(
     key_format, value_format = _field_formats(key_format, value_format, serdes)
     dd = open_data_dir(data_dir)
     decoding = _decoding(dd, key_format, value_format, schemas, schema_registry)
-    fmt, render = _renderer(fmt, json_lines, key_delimiter, properties, decoding)
+    fmt_name, render = _renderer(fmt, json_lines, key_delimiter, properties, decoding)
+    batch_format = _batch_format(fmt, json_lines, key_delimiter, properties, decoding, isolation_level)
     out = sys.stdout.buffer
     loop = ConsumeLoop.open(dd, topic, rng, group_id=group, partitions=partition, count=count,
                             exit_at_end=exit_at_end, isolation_level=isolation_level, enable_auto_commit=commit,
                             assignment_strategy=strategy or ("range", "cooperative-sticky"), after_poll=out.flush)
     interrupted = False
     try:
-        _print_records(loop, fmt, render, out, decoding)
+        if batch_format is not None:
+            for chunk in loop.rendered(batch_format):
+                out.write(chunk)
+        else:
+            _print_records(loop, fmt_name, render, out, decoding)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli/signals.py): a clean stop that says what it read
         interrupted = True
         raise
@@ -174,6 +179,32 @@ def _decoding(dd, key_format: str, value_format: str, schemas: list[str] | None,
 
     resolver = open_resolver([dd.path], schemas_paths=schemas or (), registry_url=registry_url)
     return RecordDecoding(resolver, key_format=key_format, value_format=value_format)
+
+
+def _batch_format(fmt: str, json_lines: bool, key_delimiter: str | None, properties: list[str] | None, decoding,
+                  isolation_level: str):
+    """The native path's output a batch at a time (engine.clients.record_io.BatchFormat) for
+    text, jsonl and templates (-K's too), without decoding, read_uncommitted; None otherwise (and
+    on the pure-Python path): the loop then prints record by record (``_renderer``, which
+    also checks the options; it runs first)."""
+    if decoding is not None or isolation_level != "read_uncommitted" or properties:
+        return None
+    from plog.engine.clients.console_io import DEFAULT_TEMPLATE, template_batch_format
+    from plog.engine.clients.record_io import jsonl_batch_format
+
+    if json_lines or fmt == "jsonl":
+        return jsonl_batch_format()
+    if key_delimiter is not None:
+        return template_batch_format(_key_delimiter_template(key_delimiter))
+    if fmt == "json":
+        return None
+    # text prints (value or b"") + b"\n" (_print_records): the default template's output.
+    return template_batch_format(DEFAULT_TEMPLATE if fmt == "text" else fmt)
+
+
+def _key_delimiter_template(delimiter: str) -> str:
+    """kcat's -K<delim>: its format "%k<delim>%s\n" (the delimiter's escapes interpreted)."""
+    return "%k" + delimiter.replace("%", "%%") + "%v\n"
 
 
 def _print_records(loop, fmt: str, render, out, decoding=None) -> None:
@@ -274,8 +305,7 @@ def _renderer(fmt: str, json_lines: bool, key_delimiter: str | None, properties:
     if json_lines or fmt == "jsonl":
         return "jsonl", (format_jsonl if decoding is None else decoding.jsonl)
     if key_delimiter is not None:
-        # kcat's -K<delim>: its format "%k<delim>%s\n" (the delimiter's escapes interpreted).
-        return "template", compile_template("%k" + key_delimiter.replace("%", "%%") + "%v\n", decoding)
+        return "template", compile_template(_key_delimiter_template(key_delimiter), decoding)
     if properties:
         # An unknown property is a PropertyError, a usage error (exit 2).
         settings = properties_to_settings(parse_properties(properties), MESSAGE_FORMATTER_PROPERTIES,

@@ -10,7 +10,8 @@ Input (one :class:`~plog.engine.clients.record_io.ProducerRecord` per line):
 
 Output (one :class:`~plog.engine.clients.record_io.ConsumerRecord` at a time):
 
-* :func:`compile_template`: kcat's ``-f`` format strings (``%t %p %o %k %v %K %S %T %h``...).
+* :func:`compile_template`: kcat's ``-f`` format strings (``%t %p %o %k %v %K %S %T %h``...);
+  :func:`template_batch_format`, the same for the native path, a batch at a time.
 * :func:`compile_console_format`: kafka-console-consumer's ``DefaultMessageFormatter``
   (``--property print.key=true``, ``key.separator``...), from :class:`ConsoleFormat`.
 
@@ -27,10 +28,25 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring as _json_str  # C; the ensure_ascii=False escaping
 from typing import Callable
 
+from plog.formats import native
 from plog.formats.binary_json import encode_bytes, encode_headers
 from plog.formats.schema_registry import AVRO, JSON, PROTOBUF
 
-from plog.engine.clients.record_io import ConsumerRecord, ProducerRecord
+from plog.engine.clients.record_io import (
+    OP_HEADERS,
+    OP_KEY,
+    OP_KEY_LEN,
+    OP_OFFSET,
+    OP_PARTITION,
+    OP_TIMESTAMP,
+    OP_TOPIC,
+    OP_VALUE,
+    OP_VALUE_LEN,
+    OP_VALUE_LEN_BE32,
+    BatchFormat,
+    ConsumerRecord,
+    ProducerRecord,
+)
 from plog.engine.errors import InputRecordError, PropertyError, TemplateError
 
 
@@ -373,6 +389,21 @@ def compile_template(fmt: str, decoding: "RecordDecoding | None" = None) -> Call
     return render
 
 
+#: The native renderer's field for each template token (record_io's ``OP_*``).
+_TOKEN_OPS = {_topic: OP_TOPIC, _partition: OP_PARTITION, _offset: OP_OFFSET, _key: OP_KEY, _value: OP_VALUE,
+              _key_len: OP_KEY_LEN, _value_len: OP_VALUE_LEN, _value_len_binary: OP_VALUE_LEN_BE32,
+              _timestamp: OP_TIMESTAMP, _headers: OP_HEADERS}
+
+
+def template_batch_format(fmt: str) -> BatchFormat | None:
+    """:func:`compile_template` ``(fmt)`` as a :class:`BatchFormat` (every token has a native
+    field); None on the pure-Python path. Raises :class:`TemplateError` as it does."""
+    if not native.active():
+        return None
+    parts = [p if isinstance(p, bytes) else _TOKEN_OPS[p] for p in template_parts(fmt)]
+    return BatchFormat(parts, compile_template(fmt))
+
+
 # -- console tools' --property settings ------------------------------------------------------
 
 
@@ -600,5 +631,6 @@ __all__ = [
     "compile_console_format",
     "compile_template",
     "properties_to_settings",
+    "template_batch_format",
     "template_parts",
 ]

@@ -22,6 +22,12 @@
   That is Kafka's at-least-once window: records returned after the last commit are returned
   again to the next owner if this process dies.
 
+* **Output a batch at a time**: :meth:`Consumer.poll_rendered` takes the records
+  :meth:`Consumer.poll` would, read_uncommitted, and prints them in a
+  :class:`~plog.engine.clients.record_io.BatchFormat` instead of returning them: a v2
+  batch's records region goes to the native renderer whole (``plog consume``'s fast path,
+  engine.clients.consumer_loop's ``ConsumeLoop.rendered``).
+
 Like the Java consumer this class is not thread-safe; one thread polls.
 """
 
@@ -42,7 +48,7 @@ from plog.engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from plog.engine.storage.log import Log
-from plog.engine.clients.record_io import ConsumerRecord
+from plog.engine.clients.record_io import BatchPiece, ConsumerRecord, RenderedPoll, batch_piece
 from plog.engine.storage.file_names import LOG_FILE_SUFFIX, REPLICATION_OFFSET_CHECKPOINT, TopicPartition
 from plog.engine.clients.txn_view import read_committed_records, read_uncommitted_records, transaction_state
 
@@ -54,7 +60,8 @@ RESET_POLICIES = ("earliest", "latest", "none")
 class _PartitionReader:
     """A read-only, refreshable view of one partition's leader replica."""
 
-    __slots__ = ("tp", "data_dir", "committed", "log", "_stamp", "_iter", "_iter_next", "_iter_limit", "_state")
+    __slots__ = ("tp", "data_dir", "committed", "log", "_stamp", "_iter", "_iter_next", "_iter_limit", "_state",
+                 "_batches")
 
     def __init__(self, data_dir: DataDir, tp: TopicPartition, read_committed: bool):
         self.tp = tp
@@ -66,6 +73,7 @@ class _PartitionReader:
         self._iter_next = -1
         self._iter_limit = -1
         self._state = None
+        self._batches: _BatchRead | None = None
         self.refresh(force=True)
 
     def _disk_stamp(self):
@@ -103,6 +111,7 @@ class _PartitionReader:
         self.log = self.data_dir.open_reader(self.tp)
         self._stamp = stamp
         self._iter = None
+        self._batches = None
         self._state = transaction_state(self.log) if self.committed else None
         if old is not None:
             old.close()
@@ -142,6 +151,36 @@ class _PartitionReader:
                 return out, nxt
         self._iter = None
         return out, limit
+
+    def read_rendered(self, position: int, max_records: int, out: RenderedPoll) -> tuple[int, int, int | None]:
+        """:meth:`read` a batch at a time, read_uncommitted only: the same records taken (at
+        most ``max_records`` from ``position``), rendered into ``out`` instead of returned.
+        Returns how many were taken, the next position and the leader epoch of the last
+        one's batch (None when none was taken). A batch cut by ``max_records`` goes on at
+        its next record in the next call from the position returned."""
+        limit = self.end_offset
+        if position >= limit:
+            return 0, position, None
+        batches = self._batches
+        if batches is None or batches.next != position or batches.limit != limit:
+            batches = self._batches = _BatchRead(self.log, position, limit)
+        taken, epoch = 0, None
+        while True:
+            piece = batches.piece()
+            if piece is None:
+                break
+            got, reached_hi, last = out.take(self.tp, piece, batches.start, batches.hi, max_records - taken)
+            if got:
+                taken += got
+                epoch = piece.epoch
+            if reached_hi:
+                break
+            batches.pending = piece if piece.index < piece.size else None
+            if taken >= max_records:
+                batches.next = last + 1
+                return taken, last + 1, epoch
+        self._batches = None
+        return taken, limit, epoch
 
     def close(self) -> None:
         if self.log is not None:
@@ -387,15 +426,37 @@ class Consumer:
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the fetchable partitions, waiting up to ``timeout_ms`` for some."""
+        limit = max_records or self.max_poll_records
+        return self._polling(timeout_ms, lambda: self._fetch(limit))
+
+    def poll_rendered(self, timeout_ms: int, fmt, ends: dict | None = None, count: int | None = None,
+                      max_records: int | None = None) -> RenderedPoll:
+        """:meth:`poll` on plog consume's native path (read_uncommitted only): the records
+        the same poll takes, printed in ``fmt`` (a :class:`~plog.engine.clients.record_io.BatchFormat`)
+        as the consume loop prints them (a partition's records at or past its ``ends``
+        offset and those after ``count`` are taken, not printed); see :class:`RenderedPoll`."""
+        if self.read_committed:
+            raise EngineError("poll_rendered reads read_uncommitted only")
+        limit = max_records or self.max_poll_records
+
+        def fetch() -> RenderedPoll:
+            out = RenderedPoll(fmt, ends, count)
+            self._fetch_rendered(limit, out)
+            return out
+
+        return self._polling(timeout_ms, fetch)
+
+    def _polling(self, timeout_ms: int, fetch):
+        """``fetch()`` until it takes records or ``timeout_ms`` passed (heartbeats and
+        auto-commits in between); a failed fetch moves no position."""
         if self.closed:
             raise EngineError("poll on a closed consumer")
-        limit = max_records or self.max_poll_records
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
             self._maintain()
             saved = dict(self._positions)
             try:
-                records = self._fetch(limit)
+                records = fetch()
             except BaseException:
                 # Ctrl-C (or an error) before the records are returned: none was delivered, so
                 # the positions, and the commit when the consumer closes, must not pass them.
@@ -433,19 +494,53 @@ class Consumer:
                     break
         return out
 
-    def _fetch_partition(self, tp: TopicPartition, limit: int) -> list[ConsumerRecord]:
-        reader = self._reader(tp)
+    def _fetch_position(self, tp: TopicPartition, reader: _PartitionReader) -> int | None:
+        """Where to read ``tp`` from (None: nothing new), the files refreshed when the
+        position is past their end or before their start (reset as the policy says)."""
         pos = self._positions.get(tp)
         if pos is None:
             pos = self._positions[tp] = self._reset(tp, reader)
         if pos >= reader.end_offset:
             reader.refresh()
             if pos >= reader.end_offset:
-                return []
+                return None
         if pos < reader.log_start_offset:
             reader.refresh()
             if pos < reader.log_start_offset:
                 pos = self._positions[tp] = self._reset(tp, reader)
+        return pos
+
+    def _fetch_rendered(self, limit: int, out: RenderedPoll) -> None:
+        """:meth:`_fetch`'s partitions, order and budget, rendered into ``out``."""
+        fetchable = [tp for tp in self._assignment if tp in self._fetchable and tp not in self._paused]
+        if not fetchable:
+            return
+        n = len(fetchable)
+        start = self._rr % n
+        self._rr += 1
+        for i in range(n):
+            tp = fetchable[(start + i) % n]
+            reader = self._reader(tp)
+            pos = self._fetch_position(tp, reader)
+            if pos is None:
+                continue
+            try:
+                taken, nxt, epoch = reader.read_rendered(pos, limit - out.taken, out)
+            except OffsetOutOfRangeError:
+                reader.refresh(force=True)
+                self._positions[tp] = self._reset(tp, reader)
+                continue
+            self._positions[tp] = nxt
+            if taken:
+                self._epochs[tp] = -1 if epoch is None else epoch
+                if out.taken >= limit:
+                    break
+
+    def _fetch_partition(self, tp: TopicPartition, limit: int) -> list[ConsumerRecord]:
+        reader = self._reader(tp)
+        pos = self._fetch_position(tp, reader)
+        if pos is None:
+            return []
         try:
             pairs, nxt = reader.read(pos, limit)
         except OffsetOutOfRangeError:
@@ -526,6 +621,52 @@ class Consumer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# -- batch at a time (plog consume's native path) ---------------------------------------------
+
+
+def _data_batches(log: Log, start: int, limit: int) -> Iterator:
+    """The batches ``read_uncommitted_records(log, start, limit)`` takes its records from,
+    in order (txn_view's walk without a transaction state: control batches skipped, the
+    walk over at a v2 batch starting at or past ``limit``)."""
+    if start >= limit:
+        return
+    for segment in log.segments.values(start, limit):
+        position = segment.translate_offset(max(start, segment.base_offset))
+        if position is None:
+            continue
+        for batch in segment.batches(position.position):
+            if batch.magic >= 2 and batch.base_offset >= limit:
+                return
+            if not batch.is_control:
+                yield batch
+
+
+class _BatchRead:
+    """A partition's read_uncommitted read from ``start`` as :meth:`_PartitionReader.read_rendered`
+    goes through it: its batches, the one a poll's budget cut (``pending``), and the
+    position a next call must come from to go on (``next``) with the same ``limit``."""
+
+    __slots__ = ("batches", "start", "limit", "hi", "next", "pending")
+
+    def __init__(self, log: Log, start: int, limit: int):
+        # The reference's read, for its range check (OffsetOutOfRangeError) and its limit.
+        read_uncommitted_records(log, start, limit)
+        self.start, self.limit, self.hi = start, limit, min(limit, log.log_end_offset)
+        self.batches = _data_batches(log, start, self.hi)
+        self.next = start
+        self.pending: BatchPiece | None = None
+
+    def piece(self) -> BatchPiece | None:
+        """The cut batch, else the next batch with records; None at the end."""
+        if self.pending is not None:
+            return self.pending
+        for batch in self.batches:
+            piece = batch_piece(batch)
+            if piece is not None:
+                return piece
+        return None
 
 
 __all__ = ["Consumer", "READ_COMMITTED", "READ_UNCOMMITTED"]

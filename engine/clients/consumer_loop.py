@@ -85,6 +85,19 @@ class ConsumeLoop:
             self._records = self._run()
         return self._records
 
+    def rendered(self, fmt) -> Iterator[bytes]:
+        """The records :meth:`__iter__` gives, printed in ``fmt`` (a
+        :class:`~plog.engine.clients.record_io.BatchFormat`), a poll at a time (up to
+        :data:`MAX_POLL_RECORDS` records, in bytes objects of about a MiB), read_uncommitted
+        only: what ``for rec in loop: write(fmt.record(rec))`` writes, byte for byte, without
+        a Python object per record on the native path. At least once as :meth:`__iter__`, by
+        poll: a poll's records count as consumed once the caller asks for what follows its
+        last piece; a poll the caller failed with is sought back whole. Iterate it (or the
+        loop) once."""
+        if self._records is None:
+            self._records = self._run_rendered(fmt)
+        return self._records
+
     def close(self) -> None:
         """Seek back every record fetched but not consumed, then close the consumer (which
         commits the positions, with a group and auto-commit)."""
@@ -162,6 +175,44 @@ class ConsumeLoop:
                     for later in records[i:]:
                         unconsumed.setdefault((later.topic, later.partition), later.offset)
                     raise
+                finally:
+                    # Fetched but not consumed: a commit must not pass them.
+                    for tp, off in unconsumed.items():
+                        consumer.seek(tp, off)
+                self._pause_finished()
+                if self._finished():
+                    break
+                if self.after_poll is not None:
+                    self.after_poll()
+        finally:
+            self.consumed = seen
+
+    def _run_rendered(self, fmt) -> Iterator[bytes]:
+        """:meth:`_run` a poll at a time (see :meth:`rendered`)."""
+        consumer, ends, count = self.consumer, self._ends, self.count
+        seen = 0
+        try:
+            self._start()
+            timeout = 0 if self.exit_at_end else FOLLOW_POLL_MS
+            done = count == 0
+            while not done:
+                poll = consumer.poll_rendered(timeout, fmt, ends, None if count is None else count - seen)
+                if not poll:
+                    if (self.exit_at_end or ends and len(ends) == len(consumer.assignment())) and consumer.at_end():
+                        break
+                    if self._finished():
+                        break
+                    continue
+                # Until the caller is done with the chunk, none of its records was consumed.
+                unconsumed = poll.firsts
+                try:
+                    if poll.past_end:
+                        consumer.pause(poll.past_end)
+                    for piece in poll.pieces():
+                        yield piece
+                    seen += poll.rendered
+                    done = count is not None and seen >= count
+                    unconsumed = poll.unconsumed
                 finally:
                     # Fetched but not consumed: a commit must not pass them.
                     for tp, off in unconsumed.items():

@@ -14,6 +14,11 @@
   partition byte for byte, so ``plog consume --format jsonl | plog produce --input-format
   jsonl`` copies records exactly.
 
+* :class:`BatchFormat` (:func:`jsonl_batch_format`; console_io's ``template_batch_format``):
+  an output format as ``plog consume``'s native path prints it, a batch at a time
+  (native/src/consume_render.rs), byte for byte what the per-record function prints;
+  :class:`RenderedPoll` is one poll's output and bookkeeping (``Consumer.poll_rendered``).
+
 The console tools' text forms (kafka-console-producer's lines, kafka-console-consumer's
 formatter, kcat's templates) are engine.clients.console_io's.
 """
@@ -24,9 +29,12 @@ import base64
 import json
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _json_str  # C; the ensure_ascii=False escaping
-from typing import Any
+from typing import Any, Iterator
 
+from plog.formats import native
 from plog.formats.binary_json import decode_bytes, encode_bytes, encode_headers
+from plog.formats.record_batch import MIN_RECORD_SIZE
+from plog.formats.records import LOG_APPEND_TIME
 
 from plog.engine.errors import InputRecordError
 
@@ -300,10 +308,230 @@ def format_jsonl(rec: ConsumerRecord) -> bytes:
             ).encode("utf-8")
 
 
+# -- batch at a time output (plog consume's native path) -------------------------------------
+
+#: Op codes of native/src/consume_render.rs (``Op::from_code``): the record fields a format
+#: prints. A format is a list of literal bytes and these; the topic and partition ops become
+#: literals for each partition (:meth:`BatchFormat.compiled`).
+(OP_OFFSET, OP_TIMESTAMP, OP_KEY, OP_VALUE, OP_KEY_LEN, OP_VALUE_LEN, OP_VALUE_LEN_BE32, OP_HEADERS,
+ OP_KEY_JSON, OP_VALUE_JSON, OP_HEADERS_JSON, OP_TIMESTAMP_TYPE_JSON) = range(1, 13)
+#: The topic's bytes, the topic as a JSON string, the partition number.
+OP_TOPIC, OP_TOPIC_JSON, OP_PARTITION = "topic", "topic_json", "partition"
+
+
+class BatchFormat:
+    """An output format as the native renderer writes it, a batch at a time: ``parts``, a
+    list of literal bytes and ``OP_*`` fields, must print for every record exactly what
+    ``record`` (the reference's ``ConsumerRecord -> bytes``) returns; ``record`` renders the
+    records of legacy (v0/v1) batches, which have no native renderer."""
+
+    __slots__ = ("parts", "record", "_compiled")
+
+    def __init__(self, parts: list, record):
+        self.parts = list(parts)
+        self.record = record
+        self._compiled: dict = {}
+
+    def compiled(self, topic: str, partition: int):
+        """The parts for one partition as a ``plog._native.ConsumeFormat`` (made once)."""
+        key = (topic, partition)
+        done = self._compiled.get(key)
+        if done is not None:
+            return done
+        ops: list[tuple[int, bytes | None]] = []
+        for part in self.parts:
+            if isinstance(part, bytes):
+                literal = part
+            elif part == OP_TOPIC:
+                literal = topic.encode("utf-8", "surrogateescape")
+            elif part == OP_TOPIC_JSON:
+                literal = _json_str(topic).encode("utf-8")
+            elif part == OP_PARTITION:
+                literal = b"%d" % partition
+            else:
+                ops.append((part, None))
+                continue
+            if ops and ops[-1][0] == 0:
+                ops[-1] = (0, ops[-1][1] + literal)
+            elif literal:
+                ops.append((0, literal))
+        done = self._compiled[key] = native.module.ConsumeFormat(ops)
+        return done
+
+
+def jsonl_batch_format() -> BatchFormat | None:
+    """:func:`format_jsonl` as a :class:`BatchFormat`; None on the pure-Python path."""
+    if not native.active():
+        return None
+    return BatchFormat([b'{"topic":', OP_TOPIC_JSON, b',"partition":', OP_PARTITION, b',"offset":', OP_OFFSET,
+                        b',"timestamp":', OP_TIMESTAMP, b',"timestamp_type":', OP_TIMESTAMP_TYPE_JSON,
+                        b',"key":', OP_KEY_JSON, b',"value":', OP_VALUE_JSON, b',"headers":', OP_HEADERS_JSON,
+                        b"}\n"], format_jsonl)
+
+
+class BatchPiece:
+    """One batch's records as a poll takes them: a v2 batch's records region (``region``,
+    rendered natively), or decoded records (``records``: a legacy batch's), and the index
+    of the next record to take. ``batch`` is the batch while it is the reader's current one
+    (its buffer is reused after), to raise the reference's error should the region not decode."""
+
+    __slots__ = ("region", "records", "size", "index", "base_offset", "base_timestamp", "log_append_time",
+                 "timestamp_type", "epoch", "batch")
+
+    def __init__(self, batch, region: bytes | None, records: list | None):
+        self.batch = batch
+        self.region = region
+        self.records = records
+        self.size = batch.records_count if records is None else len(records)
+        self.index = 0
+        log_append = batch.timestamp_type == LOG_APPEND_TIME
+        if batch.magic >= 2:
+            self.base_offset, self.base_timestamp = batch.base_offset, batch.base_timestamp
+            self.log_append_time = batch.max_timestamp if log_append else None
+            epoch = batch.partition_leader_epoch
+            self.epoch = epoch if epoch >= 0 else None
+        else:
+            self.epoch = None
+        self.timestamp_type = "LogAppendTime" if log_append else ("CreateTime" if batch.magic > 0
+                                                                  else "NoTimestampType")
+
+
+def batch_piece(batch) -> BatchPiece | None:
+    """The records of a data batch to take, decoded as ``batch.records()`` decodes them
+    (same checks, same errors, in its order); None when it has none."""
+    if batch.magic >= 2 and batch.records_count > 0:
+        region = batch.records_payload()
+        if batch.records_count <= len(region) // MIN_RECORD_SIZE + 1:
+            return BatchPiece(batch, region, None)
+    records = batch.records()  # a legacy batch; or the reference's error, or no records
+    return BatchPiece(batch, None, records) if records else None
+
+
+class RenderedPoll:
+    """What one :meth:`Consumer.poll_rendered` took (``len()``: how many records) and
+    printed (:meth:`pieces`, ``rendered`` records), as the consume loop would have handled
+    the same records one by one: in the poll's order, a record of a partition at or past its
+    ``ends`` offset is not printed (the partition goes into ``past_end``), and after
+    ``count`` records none is. ``unconsumed`` holds, per partition, the first record taken
+    and not printed (to seek back to); ``firsts`` the first record taken (to seek back to
+    when the output could not be delivered). Native path only: the output accumulates in a
+    ``plog._native.ConsumeOutput``."""
+
+    __slots__ = ("fmt", "ends", "count", "output", "chunks", "taken", "rendered", "unconsumed", "firsts",
+                 "past_end")
+
+    #: The output is taken out of the native buffer in pieces of about this size.
+    PIECE = 1 << 20
+
+    def __init__(self, fmt, ends: dict | None = None, count: int | None = None):
+        self.fmt = fmt
+        self.ends = ends or None
+        self.count = count
+        self.output = native.module.ConsumeOutput()
+        self.chunks: list[bytes] = []
+        self.taken = 0
+        self.rendered = 0
+        self.unconsumed: dict[tuple, int] = {}
+        self.firsts: dict[tuple, int] = {}
+        self.past_end: list[tuple] = []
+
+    def __len__(self) -> int:
+        return self.taken
+
+    def pieces(self) -> Iterator[bytes]:
+        """The output, in order, in pieces of about :attr:`PIECE` bytes (few writes; the
+        pieces handed out are let go, so the poll's output is not held twice)."""
+        chunks = self.chunks
+        chunks.reverse()
+        while chunks:
+            yield chunks.pop()
+        if len(self.output):
+            yield self.output.take()
+
+    def take(self, tp, piece: BatchPiece, lo: int, hi: int, max_take: int) -> tuple[int, bool, int | None]:
+        """Take up to ``max_take`` records of ``piece`` from its index: those with an offset
+        below ``lo`` are skipped, one at or past ``hi`` ends the read. Returns how many were
+        taken, whether ``hi`` was reached, and the last offset taken."""
+        end = self.ends.get(tp) if self.ends else None
+        left = None if self.count is None else max(self.count - self.rendered, 0)
+        output = self.output
+        if piece.region is None:
+            out, index, taken, rendered, first, last, unconsumed, past_end, reached_hi = self._take_records(
+                tp, piece, lo, hi, max_take, end, left)
+            if out:
+                output.extend(out)
+        else:
+            try:
+                index, taken, rendered, first, last, unconsumed, past_end, reached_hi = native.module.render_consume(
+                    self.fmt.compiled(*tp), output, piece.region, piece.size, piece.base_offset,
+                    piece.base_timestamp, piece.log_append_time, piece.index, lo, hi, max_take, end, left)
+            except native.NativeFormatError as e:
+                batch = piece.batch
+                if batch is None:
+                    raise native.typed_error(e) from None
+                batch.records()  # raises the reference's error, at the batch's position
+                raise native.typed_error(e).at(batch.position) from None
+        piece.batch = None  # the region decoded; the batch's buffer is not ours to keep
+        piece.index = index
+        if len(output) >= self.PIECE:
+            self.chunks.append(output.take())
+        if taken:
+            self.taken += taken
+            self.rendered += rendered
+            self.firsts.setdefault(tp, first)
+            if unconsumed is not None:
+                self.unconsumed.setdefault(tp, unconsumed)
+            if past_end and tp not in self.past_end:
+                self.past_end.append(tp)
+        return taken, reached_hi, last
+
+    def _take_records(self, tp, piece: BatchPiece, lo: int, hi: int, max_take: int, end: int | None,
+                      left: int | None) -> tuple:
+        """:meth:`take` over decoded records, with the reference's per-record renderer
+        (native/src/consume_render.rs's window, in Python)."""
+        render, topic, partition = self.fmt.record, tp.topic, tp.partition
+        tt, epoch = piece.timestamp_type, piece.epoch
+        parts: list[bytes] = []
+        taken = rendered = 0
+        first = last = unconsumed = None
+        past_end = reached_hi = False
+        records = piece.records
+        index = piece.index
+        while index < len(records):
+            r = records[index]
+            if r.offset >= hi:
+                reached_hi = True
+                break
+            index += 1
+            if r.offset < lo:
+                continue
+            taken += 1
+            last = r.offset
+            if first is None:
+                first = last
+            counted_out = left is not None and rendered >= left
+            if counted_out or (end is not None and last >= end):
+                if unconsumed is None:
+                    unconsumed = last
+                past_end |= not counted_out
+            else:
+                parts.append(render(ConsumerRecord(topic, partition, last, r.timestamp, tt, r.key, r.value,
+                                                   r.headers, epoch)))
+                rendered += 1
+            if taken >= max_take:
+                break
+        return b"".join(parts), index, taken, rendered, first, last, unconsumed, past_end, reached_hi
+
+
 __all__ = [
+    "BatchFormat",
+    "BatchPiece",
     "ConsumerRecord",
     "ProducerRecord",
+    "RenderedPoll",
+    "batch_piece",
     "format_jsonl",
+    "jsonl_batch_format",
     "parse_jsonl",
     "record_to_json",
 ]

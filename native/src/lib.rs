@@ -54,6 +54,16 @@
 //!   `.scan(buf, start, end, base_position) -> (hits, valid_end, trailing, fault)` gives
 //!   the indexes of the matching records of each batch of a chunk, `.region(entry, region)`
 //!   those of a decompressed batch (native/src/scan_search.rs, py_scan.rs).
+//! * `ConsumeFormat(ops)`: `plog consume`'s output format compiled once (a list of
+//!   `(code, literal)`: literal bytes and record fields; native/src/consume_render.rs).
+//! * `ConsumeOutput()`: the bytes `render_consume` appends to (`take()` -> bytes,
+//!   `extend(bytes)`, `len()`).
+//! * `render_consume(fmt, out, data, count, base_offset, base_timestamp, log_append_time,
+//!   first_index, lo, hi, max_take, end=None, max_render=None) -> (next_index, taken,
+//!   rendered, first_taken, last_taken, first_unconsumed, past_end, reached_hi)`: the JSON
+//!   lines or kcat template output of one v2 batch's records region, taken and cut as the
+//!   consume loop does, appended to `out` (engine/clients/record_io.py;
+//!   native/src/py_consume_render.rs).
 //!
 //! Safety: the only `unsafe` is the view of a Python buffer's bytes (`ByteView`). Panics
 //! cannot cross into Python: every entry point runs under `guarded`, which turns one into a
@@ -68,10 +78,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 mod arrow_columns;
+mod consume_render;
 mod dump_batch;
 mod dump_text;
 mod fault;
 mod py_arrow_columns;
+mod py_consume_render;
 mod py_scan;
 mod records;
 mod scan_search;
@@ -544,5 +556,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dump_batch::register(m)?;
     py_arrow_columns::register(m)?;
     py_scan::register(m)?;
+    py_consume_render::register(m)?;
     Ok(())
 }
