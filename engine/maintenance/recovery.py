@@ -14,7 +14,10 @@ or a data directory of several log directories; see ``engine.discovery``):
   (:mod:`.recovery_workers`; each one ``load_log(writable=True)`` then ``close()``), writes
   the recovery-point and log-start-offset checkpoints (high watermarks are clamped to the
   new log end offsets), and writes the clean-shutdown marker back when every partition of
-  the directory is recovered.
+  the directory is recovered. On the native path the plan's walk of a segment (batches
+  validated, index entries and producer runs gathered) is handed to the load, which applies
+  it instead of reading the segment again when it still holds
+  (:class:`~plog.engine.storage.recovery_walk.Prevalidated`): one pass over the bytes.
 
 Which segments are revalidated is decided by the loader's
 :func:`~plog.engine.storage.loader.startup_recovery`, the one rule the loader acts on, the plan
@@ -305,9 +308,13 @@ def _recover_partition(task: _Task, progress: Progress | None) -> PartitionRecov
             forced += _salvage(part, plan, extra, report)
         tp = parse_partition_dir_name(part.name)[0]
         start = extra["start"]
+        # The plan's native walks of the segments it validated: the load applies them
+        # instead of reading and checking the same bytes again (when they still hold).
+        ahead = {s.base: getattr(extra["scans"].get(s.name), "prevalidated", None) for s in extra["segments"]}
         log = load_log(part, extra["config"], log_start_offset=state.log_starts.get(tp, 0),
                        recovery_point=start["recovery_point"], had_clean_shutdown=start["had_clean_shutdown"],
-                       writable=True, force_recovery=forced, progress=counted)
+                       writable=True, force_recovery=forced, progress=counted,
+                       prevalidated={b: p for b, p in ahead.items() if p is not None})
         try:
             _fill_from_load(report, log, plan)
         finally:

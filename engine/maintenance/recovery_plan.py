@@ -72,6 +72,7 @@ from plog.engine.storage.loader import (
     txn_index_problem,
 )
 from plog.engine.storage.log_config import LogConfig
+from plog.engine.storage.recovery_walk import KEEP_BUDGET
 
 Progress = Callable[[int], None]
 
@@ -305,6 +306,7 @@ def _predict_validation(part: Path, plan: PartitionPlan, segments: list[PlannedS
                         salvage: bool, extra: dict, progress: Progress | None) -> None:
     revalidated = {r.base_offset for r in plan.revalidate}
     cap = max(MIN_CANDIDATE_CAP, 2 * config.max_message_bytes)
+    kept = 0  # bytes of native walks kept for the load (recovery_walk.KEEP_BUDGET)
     for i, seg in enumerate(segments):
         if seg.base not in revalidated:
             continue
@@ -319,6 +321,10 @@ def _predict_validation(part: Path, plan: PartitionPlan, segments: list[PlannedS
             plan_salvage(plan, seg, strict, is_last, None if is_last else segments[i + 1].base)
             continue
         scan = kafka_scan(path, seg.base, seg.size, config.index_interval_bytes)
+        if scan.prevalidated is not None:
+            kept += scan.prevalidated.nbytes
+            if kept > KEEP_BUDGET:
+                scan.prevalidated = None  # the load walks this one again: memory stays bounded
         extra["scans"][seg.name] = scan
         if progress is not None:
             progress(seg.size)

@@ -16,6 +16,7 @@ from plog.formats.errors import FormatError
 from plog.formats.indexes import OFFSET_INDEX_ENTRY_SIZE
 from plog.formats.record_batch import CRC_START
 
+from plog.engine.storage import recovery_walk
 from plog.engine.storage.file_records import FileBatches
 from plog.engine.storage.file_names import INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX
 from plog.engine.storage.index_file import IndexFile
@@ -57,6 +58,9 @@ class KafkaScan:
     error: str | None = None
     kind: str | None = None
     overflow: str | None = None
+    #: The native walk of the whole file, which the load may apply instead of walking it
+    #: again (engine/storage/recovery_walk.py's ``Prevalidated``; None on the reference path).
+    prevalidated: object | None = None
 
 
 def kind_of(reason: str) -> str:
@@ -77,15 +81,54 @@ def kind_of(reason: str) -> str:
     return "invalid batch"
 
 
+@dataclass
+class _ScanLoop:
+    """The scan loop's state (see :func:`kafka_scan`), which the native walk hands over."""
+
+    valid: int = 0
+    last_index_entry: int = 0
+    last_indexed: int | None = None
+    time_ts: int = -1
+    time_off: int = 0
+    time_entries: int = 0
+    max_ts: int = -1
+    max_ts_off: int = 0
+
+
 def kafka_scan(path: Path, base: int, size: int, interval: int) -> KafkaScan:
     """Validate ``path`` batch by batch exactly as ``LogSegment.recover`` does, including the
-    index appends that refuse offsets going backwards (Kafka then empties the segment)."""
+    index appends that refuse offsets going backwards (Kafka then empties the segment).
+
+    The native walk (engine/storage/recovery_walk.py) scans up to the first unusual batch;
+    this loop, the reference, goes on from there (or scans it all on the reference path)."""
     scan = KafkaScan()
-    valid = last_index_entry = 0
-    last_indexed = None
-    time_ts, time_off, time_entries = -1, base, 0
-    max_ts, max_ts_off = -1, base
-    batches = FileBatches(path, 0, size)
+    loop = _ScanLoop(time_off=base, max_ts_off=base)
+    start = 0
+    if recovery_walk.usable(base, interval):
+        state, trailing, stopped, scan.prevalidated = recovery_walk.scan_prefix(path, base, size, interval)
+        (loop.valid, loop.last_index_entry, loop.max_ts, loop.max_ts_off, _count, scan.next_offset, off_entries,
+         _off_max, off_last, loop.time_entries, _time_max, loop.time_ts, loop.time_off) = state[:13]
+        loop.last_indexed = off_last if off_entries else None
+        if not stopped:
+            return _scan_end(scan, loop, base, trailing)
+        start = loop.valid
+    batches = FileBatches(path, start, size)
+    try:
+        if _scan_batches(batches, scan, loop, base, interval):
+            return scan
+    except FormatError as e:
+        scan.error = e.reason
+        scan.kind = kind_of(e.reason)
+    return _scan_end(scan, loop, base, batches.trailing)
+
+
+def _scan_batches(batches: FileBatches, scan: KafkaScan, loop: _ScanLoop, base: int, interval: int) -> bool:
+    """The reference loop of :func:`kafka_scan`; True when it decided the scan (offsets
+    going backwards: Kafka empties the segment). ``loop`` holds its state afterwards, also
+    when a batch raises."""
+    valid, last_index_entry, last_indexed = loop.valid, loop.last_index_entry, loop.last_indexed
+    time_ts, time_off, time_entries = loop.time_ts, loop.time_off, loop.time_entries
+    max_ts, max_ts_off = loop.max_ts, loop.max_ts_off
     try:
         for batch in batches:
             if batch.magic != 2 or crc32c(batch.buffer[CRC_START:]) != batch.crc:
@@ -102,28 +145,35 @@ def kafka_scan(path: Path, base: int, size: int, interval: int) -> KafkaScan:
                     scan.kind = "offsets going backwards"
                     scan.error = (f"invalid offset during recovery: offset {last} at position {batch.position} is not "
                                   "above an earlier indexed offset, so Kafka empties the segment")
-                    return scan
+                    return True
                 last_indexed = last
                 if max_ts > time_ts:
                     time_ts, time_off, time_entries = max_ts, max_ts_off, time_entries + 1
                 last_index_entry = valid
             valid += batch.size_in_bytes
             scan.next_offset = last + 1
-    except FormatError as e:
-        scan.error = e.reason
-        scan.kind = kind_of(e.reason)
-    if scan.error is None and batches.trailing is not None:
-        t = batches.trailing
+    finally:
+        loop.valid, loop.last_index_entry, loop.last_indexed = valid, last_index_entry, last_indexed
+        loop.time_ts, loop.time_off, loop.time_entries = time_ts, time_off, time_entries
+        loop.max_ts, loop.max_ts_off = max_ts, max_ts_off
+    return False
+
+
+def _scan_end(scan: KafkaScan, loop: _ScanLoop, base: int, trailing) -> KafkaScan:
+    """What :func:`kafka_scan` concludes after the loop (trailing bytes, the closing time
+    index entry)."""
+    if scan.error is None and trailing is not None:
+        t = trailing
         scan.error = (f"partial batch at the end of the segment ({t.length} bytes"
                       + (f" of {t.declared_size})" if t.declared_size else ")"))
         scan.kind = kind_of(scan.error)
-    if scan.error is None and scan.overflow is None and time_entries and max_ts_off < time_off:
+    if scan.error is None and scan.overflow is None and loop.time_entries and loop.max_ts_off < loop.time_off:
         # recover()'s closing time index entry goes backwards too: the same InvalidOffsetException
         scan.valid_bytes, scan.next_offset = 0, base
         scan.kind = "offsets going backwards"
         scan.error = "invalid offset during recovery: the time index's last entry would go backwards"
         return scan
-    scan.valid_bytes = valid
+    scan.valid_bytes = loop.valid
     if scan.next_offset is None:
         scan.next_offset = base
     return scan

@@ -468,6 +468,22 @@ class AbstractIndex:
         self.truncate()
         self.resize(self.max_index_size)
 
+    def append_entries(self, packed: bytes) -> None:
+        """Append whole entries already packed as the file holds them, in one write (segment
+        recovery's native walk, engine/storage/recovery_walk.py, which applied the append
+        rules entry by entry: this only checks that they fit). The write is the ``pwrite``
+        of ``_store``, so a full file system is an ``OSError`` naming the file."""
+        self._ensure()
+        self._require_writable("append to")
+        size = self.entry_size
+        count, rest = divmod(len(packed), size)
+        if rest or self._entries + count > self._max_entries:
+            raise ValueError(f"{len(packed)} bytes are not whole entries that fit {self._name}")
+        if count:
+            self._store(self._entries * size, packed)
+            self._entries += count
+            self._refresh_last()
+
     def _truncate_to(self, offset: int, key: ix.IndexSearchKey) -> None:
         self._ensure()
         self._require_writable("truncate")

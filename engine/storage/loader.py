@@ -41,7 +41,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, Mapping, NamedTuple
 
 from plog.formats.errors import CorruptIndexError, FormatError
 
@@ -244,7 +244,8 @@ def startup_recovery(base_offsets: Iterable[int], file_reasons: dict[int, list[s
 
 def load(directory: Path, config: LogConfig, *, log_start_offset: int = 0, recovery_point: int = 0,
          had_clean_shutdown: bool = True, writable: bool = True, time_source=None,
-         force_recovery: Iterable[int] = (), progress: Callable[[int], None] | None = None) -> LoadedLog:
+         force_recovery: Iterable[int] = (), progress: Callable[[int], None] | None = None,
+         prevalidated: Mapping[int, object] | None = None) -> LoadedLog:
     """Open ``directory`` as Kafka's broker does at start-up; see the module docstring.
     ``Log`` builds itself from what this returns (``plog.engine.storage.log.load_log``).
 
@@ -253,7 +254,9 @@ def load(directory: Path, config: LogConfig, *, log_start_offset: int = 0, recov
     ``force_recovery``: base offsets of segments to recover in pass 6 whatever the
     shutdown was (``plog recover`` asks this for segments with a zero-filled index);
     bases with no segment are ignored. ``progress(nbytes)`` is called with each recovered
-    segment's size once it is validated.
+    segment's size once it is validated. ``prevalidated``: by base offset, the native walks
+    ``plog recover``'s plan made of segments it recovers (``LogSegment.recover`` applies one
+    instead of walking the file again when it holds).
     """
     report = LoadReport(str(directory), had_clean_shutdown)
     now = time_source or (lambda: int(time.time() * 1000))
@@ -261,7 +264,7 @@ def load(directory: Path, config: LogConfig, *, log_start_offset: int = 0, recov
     for _round in range(MAX_SPLIT_ROUNDS):
         try:
             return _load(directory, config, log_start_offset, recovery_point, had_clean_shutdown, writable, now,
-                         report, forced, progress)
+                         report, forced, progress, prevalidated or {})
         except OffsetOverflowError as e:
             if not writable:
                 raise
@@ -270,7 +273,7 @@ def load(directory: Path, config: LogConfig, *, log_start_offset: int = 0, recov
 
 
 def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, clean, writable, now, report,
-          forced=frozenset(), progress=None) -> LoadedLog:
+          forced=frozenset(), progress=None, prevalidated=None) -> LoadedLog:
     if writable:
         directory.mkdir(parents=True, exist_ok=True)
         _complete_swaps_and_remove_temp_files(directory, config, report, now)
@@ -284,7 +287,7 @@ def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, cl
     if writable:
         needs_recovery = startup_recovery(segments.base_offsets, file_reasons, had_clean_shutdown=clean,
                                           recovery_point=recovery_point_checkpoint)
-        _recover_segments(loaded, list(needs_recovery), report, progress)
+        _recover_segments(loaded, list(needs_recovery), report, progress, prevalidated or {})
     # Passes 7-8: the log end offset (an empty log gets an empty segment).
     log_end = _log_end_offset(loaded, log_start_checkpoint)
     loaded.log_end_offset = log_end
@@ -371,7 +374,8 @@ def _log_end_offset(loaded: LoadedLog, log_start_checkpoint: int) -> int:
     return log_end
 
 
-def _recover_segments(loaded: LoadedLog, bases: list[int], report: LoadReport, progress=None) -> None:
+def _recover_segments(loaded: LoadedLog, bases: list[int], report: LoadReport, progress=None,
+                      prevalidated: Mapping[int, object] | None = None) -> None:
     """Pass 6: recover each segment in ``bases`` (ascending) as ``LogLoader.recoverSegment``.
 
     Each segment gets a fresh producer state rebuilt up to its base offset from the
@@ -410,7 +414,8 @@ def _recover_segments(loaded: LoadedLog, bases: list[int], report: LoadReport, p
                 fsync_dir(loaded.directory)
 
         try:
-            result = segment.recover(psm, loaded.epoch_cache, before_truncate=doom_later_segments)
+            result = segment.recover(psm, loaded.epoch_cache, before_truncate=doom_later_segments,
+                                     prevalidated=(prevalidated or {}).get(base))
         except InvalidOffsetError as e:
             doom_later_segments()
             removed = segment.truncate_to(base)

@@ -180,6 +180,26 @@ class ProducerStateManager:
         for txn in append_info.started_transactions:
             self._ongoing[txn.first_offset] = txn
 
+    def apply_data_batches(self, producer_id: int, producer_epoch: int, batches: Iterable[tuple],
+                           last_timestamp: int, started: int | None) -> None:
+        """A run of one producer's data batches applied at once, as segment recovery's native
+        walk hands them over (engine/storage/recovery_walk.py). The same entry as ``update``
+        batch by batch, given what the walk guarantees: the epoch never went down, no batch
+        came while a transaction was open unless transactional, no marker was among them.
+        ``batches`` are the last (up to five) ``(last_seq, last_offset, offset_delta,
+        timestamp)`` since the epoch last changed; ``started`` is the first offset of the
+        transaction they opened, or None."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = ProducerStateEntry.empty(producer_id)
+            self._add_producer(entry)
+        entry.maybe_update_producer_epoch(producer_epoch)
+        entry.batch_metadata.extend(BatchMetadata(*b) for b in batches)
+        entry.last_timestamp = last_timestamp
+        if started is not None:
+            entry.current_txn_first_offset = started
+            self._ongoing[started] = TxnMetadata(producer_id, started)
+
     def load_producer_entry(self, entry: ProducerStateEntry) -> None:
         """Put an entry read from a snapshot into the map, with its open transaction."""
         self._add_producer(entry)

@@ -48,6 +48,7 @@ from plog.formats.record_batch import CRC_START
 
 from plog.engine.storage.descriptor_budget import ReopenableFile
 from plog.engine.errors import OffsetOverflowError
+from plog.engine.storage import recovery_walk
 from plog.engine.storage.file_records import FileBatches
 from plog.engine.storage.file_names import (
     log_file_name,
@@ -59,6 +60,7 @@ from plog.engine.storage.offset_index import OffsetIndex
 from plog.engine.storage.time_index import TimeIndex
 from plog.engine.storage.transaction_index import TransactionIndex
 from plog.engine.storage.producer_state import aborted_txn_for, segment_update_producer_state
+from plog.engine.storage.recovery_walk import RecoveryLoop
 
 INT_MAX = (1 << 31) - 1
 
@@ -361,25 +363,75 @@ class LogSegment:
 
     # -- recovery and truncation ---------------------------------------------------------------
 
-    def recover(self, producer_state=None, leader_epoch_cache=None, *, before_truncate=None) -> SegmentRecovery:
+    def recover(self, producer_state=None, leader_epoch_cache=None, *, before_truncate=None,
+                prevalidated=None) -> SegmentRecovery:
         """§8.5. Rebuilds all three indexes from the ``.log``, truncates it after the last
         valid batch, and returns what it did. Producer state and the leader-epoch cache,
         when given, are updated from every valid v2 batch as Kafka's recovery does.
         ``before_truncate()`` runs just before bytes are cut (the loader removes the later
-        segments first, so that a crash in between cannot keep them)."""
+        segments first, so that a crash in between cannot keep them).
+
+        The batches are walked by :meth:`_recover_batches` (the reference), or by the native
+        walk of :mod:`~plog.engine.storage.recovery_walk`, which hands every unusual batch to
+        it: the same files and report either way. ``prevalidated``: that walk done ahead by
+        ``plog recover``'s plan, applied when it holds (``recovery_walk.Prevalidated``)."""
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
         report = SegmentRecovery(self.base_offset)
-        valid_bytes = 0
-        last_index_entry = 0
+        loop = RecoveryLoop(self.base_offset)
+        trailing = None
+        try:
+            if recovery_walk.usable(self.base_offset, self.index_interval_bytes):
+                trailing = recovery_walk.recover_segment(self, loop, producer_state, leader_epoch_cache, prevalidated)
+            else:
+                batches = FileBatches(self.log_path, 0, self.size)
+                self._recover_batches(batches, loop, producer_state, leader_epoch_cache)
+                trailing = batches.trailing
+        except (CorruptRecordError, InvalidRecordError) as e:
+            report.error = e.reason
+            report.error_position = e.position if e.position is not None else loop.valid_bytes
+        except FormatError as e:  # any other undecodable entry stops recovery the same way
+            report.error = e.reason
+            report.error_position = e.position if e.position is not None else loop.valid_bytes
+        if report.error is None and trailing is not None:
+            report.error = (f"partial batch at the end of the segment ({trailing.length} bytes"
+                            + (f" of {trailing.declared_size})" if trailing.declared_size else ")"))
+            report.error_position = trailing.position
+        valid_bytes = loop.valid_bytes
+        max_ts = TimestampOffset(loop.max_ts_value, loop.max_ts_offset)
+        report.batches = loop.count
+        report.next_offset = loop.next_offset
+        report.aborted_txns = loop.aborted
+        truncated = self.size - valid_bytes
+        if truncated > 0:
+            if before_truncate is not None:
+                before_truncate()
+            os.ftruncate(self._fd, valid_bytes)
+            self.size = valid_bytes
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        self._max_ts_so_far = max_ts
+        self._bytes_since_last_index_entry = valid_bytes - loop.last_index_entry
+        self._rolling_based_loaded = False
+        report.valid_bytes = valid_bytes
+        report.truncated_bytes = truncated
+        report.index_entries = self.offset_index.entries
+        report.time_index_entries = self.time_index.entries
+        if report.next_offset is None:
+            report.next_offset = self.base_offset
+        return report
+
+    def _recover_batches(self, batches, loop: RecoveryLoop, producer_state, leader_epoch_cache) -> None:
+        """The reference loop of :meth:`recover` over ``batches``, from and back into
+        ``loop`` (also when a batch raises: what came before it counts)."""
+        valid_bytes, last_index_entry = loop.valid_bytes, loop.last_index_entry
+        max_ts_value, max_ts_offset = loop.max_ts_value, loop.max_ts_offset
+        count, next_offset, aborted = loop.count, loop.next_offset, loop.aborted
         interval = self.index_interval_bytes
-        batches = FileBatches(self.log_path, 0, self.size)
         base, last_allowed = self.base_offset, self.base_offset + INT_MAX
         offset_index, time_index = self.offset_index, self.time_index
-        max_ts_value, max_ts_offset = -1, base
-        count = 0
-        next_offset = None
         try:
             # The hot loop of recovery: one pass per batch, locals only.
             for batch in batches:
@@ -406,39 +458,11 @@ class LogSegment:
                         if latest is None or ple > latest:
                             leader_epoch_cache.assign(ple, batch.base_offset)
                     if producer_state is not None:
-                        report.aborted_txns += self._update_producer_state(producer_state, batch)
-        except (CorruptRecordError, InvalidRecordError) as e:
-            report.error = e.reason
-            report.error_position = e.position if e.position is not None else valid_bytes
-        except FormatError as e:  # any other undecodable entry stops recovery the same way
-            report.error = e.reason
-            report.error_position = e.position if e.position is not None else valid_bytes
-        if report.error is None and batches.trailing is not None:
-            report.error = (f"partial batch at the end of the segment ({batches.trailing.length} bytes"
-                            + (f" of {batches.trailing.declared_size})" if batches.trailing.declared_size else ")"))
-            report.error_position = batches.trailing.position
-        max_ts = TimestampOffset(max_ts_value, max_ts_offset)
-        report.batches = count
-        report.next_offset = next_offset
-        truncated = self.size - valid_bytes
-        if truncated > 0:
-            if before_truncate is not None:
-                before_truncate()
-            os.ftruncate(self._fd, valid_bytes)
-            self.size = valid_bytes
-        self.offset_index.trim_to_valid_size()
-        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
-        self.time_index.trim_to_valid_size()
-        self._max_ts_so_far = max_ts
-        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
-        self._rolling_based_loaded = False
-        report.valid_bytes = valid_bytes
-        report.truncated_bytes = truncated
-        report.index_entries = self.offset_index.entries
-        report.time_index_entries = self.time_index.entries
-        if report.next_offset is None:
-            report.next_offset = self.base_offset
-        return report
+                        aborted += self._update_producer_state(producer_state, batch)
+        finally:
+            loop.valid_bytes, loop.last_index_entry = valid_bytes, last_index_entry
+            loop.max_ts_value, loop.max_ts_offset = max_ts_value, max_ts_offset
+            loop.count, loop.next_offset, loop.aborted = count, next_offset, aborted
 
     def _update_producer_state(self, producer_state, batch) -> int:
         """Kafka's ``LogSegment.updateProducerState``; returns 1 if an abort was indexed."""

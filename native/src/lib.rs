@@ -64,6 +64,10 @@
 //!   lines or kcat template output of one v2 batch's records region, taken and cut as the
 //!   consume loop does, appended to `out` (engine/clients/record_io.py;
 //!   native/src/py_consume_render.rs).
+//! * `RecoveryWalk(base_offset, interval, collect, producers, epochs)`: the batch loop of
+//!   segment recovery and of the recovery plan's scan, one chunk at a time (`walk`, `take`,
+//!   `resume`, `set_producer`, `stop_gathering`); it stops before anything unusual, which the
+//!   reference handles (native/src/recovery.rs, driven by engine/storage/recovery_walk.py).
 //!
 //! Safety: the only `unsafe` is the view of a Python buffer's bytes (`ByteView`). Panics
 //! cannot cross into Python: every entry point runs under `guarded`, which turns one into a
@@ -84,8 +88,10 @@ mod dump_text;
 mod fault;
 mod py_arrow_columns;
 mod py_consume_render;
+mod py_recovery;
 mod py_scan;
 mod records;
+mod recovery;
 mod scan_search;
 mod scan_stats;
 mod varint;
@@ -557,5 +563,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py_arrow_columns::register(m)?;
     py_scan::register(m)?;
     py_consume_render::register(m)?;
+    py_recovery::register(m)?;
     Ok(())
 }
