@@ -83,6 +83,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 mod arrow_columns;
 mod consume_render;
+mod crc;
 mod dump_batch;
 mod dump_text;
 mod fault;

@@ -93,7 +93,7 @@ pub fn hot(
         }
         // length >= 49, so stop > p.
         let stop = p + (LOG_OVERHEAD + length) as usize;
-        if stop > n || crc32c::crc32c(&buf[p + CRC_START..stop]) != stored {
+        if stop > n || crate::crc::crc32c(&buf[p + CRC_START..stop]) != stored {
             break;
         }
         let last = base + lod;

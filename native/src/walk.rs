@@ -274,7 +274,7 @@ pub fn walk(buf: &[u8], spec: WalkSpec) -> Walk {
                 return out;
             }
             let header = v2_header(entry);
-            let crc_ok = spec.verify_crc.then(|| crc32c::crc32c(&entry[CRC_START..]) == header.crc);
+            let crc_ok = spec.verify_crc.then(|| crate::crc::crc32c(&entry[CRC_START..]) == header.crc);
             (Header::V2(header), crc_ok)
         } else if magic < 2 {
             match legacy_header(entry, base + pos) {
