@@ -41,17 +41,20 @@ import json
 from typing import Any
 
 from plog.engine.errors import ScanError
+from plog.spark_tasks.errors import SparkError
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
-class Mismatch(Exception):
-    """A value that does not convert to the struct's type; ``path`` is where."""
+class Mismatch(SparkError):
+    """A value that does not convert to the struct's type; ``where`` is the field path. Caught
+    per record (decode.py): it becomes the row's ``*_struct_error``, never a failed job."""
 
-    def __init__(self, path: str, what: str):
-        super().__init__(f"{path or 'the value'}: {what}")
+    def __init__(self, where: str, what: str):
+        super().__init__(f"{where or 'the value'}: {what}")
+        self.where = where
 
 
 def _kind(v) -> str:
