@@ -231,6 +231,14 @@ VS_KAFKA_TARGETS = (
       "plog faster, JVM start-up included (time ratio < 1)", 4),
 )
 
+SCHEMAS_TARGETS = (
+    T("schemas.avro", "consume --format jsonl of Avro-framed records vs confluent-kafka's AvroDeserializer",
+      "≥ 2× AvroDeserializer", 25),
+    T("schemas.protobuf", "consume --format jsonl of Protobuf-framed records vs ProtobufDeserializer",
+      "≥ 2× ProtobufDeserializer", 25),
+    T("schemas.scan_where", "scan search --where on Avro records, 2 processes", "≥ 1 M records/s", 25),
+)
+
 STARTUP_TARGETS = (
     T("startup.help", "plog --help", "well under half a second (read: < 0.5 s)", 10),
     T("startup.dump_small", "plog dump of a small file", "well under half a second (read: < 0.5 s)", 10),
@@ -565,6 +573,31 @@ def extract_startup(raw: dict, ctx: Context) -> list[Row]:
     ]
 
 
+def extract_schemas(raw: dict, ctx: Context) -> list[Row]:
+    b = "schemas"
+    t_avro, t_proto, t_where = SCHEMAS_TARGETS
+    rows = []
+    for t, name, peer in ((t_avro, "avro", "AvroDeserializer"), (t_proto, "protobuf", "ProtobufDeserializer")):
+        x = raw.get(name)
+        if x is None:
+            rows.append(missing_row(b, t.key, t.figure, NOT_RUN, "bench_schemas ran without it (--only)", t))
+            continue
+        rows.append(row(b, t.key, f"consume -e --format jsonl --value-format auto, {x['records']:,} {name} records",
+                        x["plog"]["records_per_s"], "records/s", peer=f"confluent-kafka {peer}",
+                        peer_value=x["confluent_kafka"]["records_per_s"], ratio=x["ratio"], target=t,
+                        met=x["ratio"] >= 2.0 and x["parity"], python=x["plog_python"]["records_per_s"]))
+    w = raw.get("scan_where")
+    if w is None:
+        rows.append(missing_row(b, t_where.key, t_where.figure, NOT_RUN, "bench_schemas ran without it (--only)",
+                                t_where))
+    else:
+        rate = w["plog"]["records_per_s"]
+        rows.append(row(b, t_where.key, f"scan --mode search --where '{w['where']}', {w['records']:,} Avro records, "
+                        f"--jobs {w['jobs']}", rate, "records/s", target=t_where,
+                        met=rate >= 1_000_000 and w["parity"], python=w["plog_python"]["records_per_s"]))
+    return rows
+
+
 def extract_native(raw: dict, ctx: Context) -> list[Row]:
     """The native core against the pure-Python reference path (issue 23's first units): no
     targets of their own (the issue's targets are end-to-end figures); ratio native / reference."""
@@ -582,6 +615,12 @@ def extract_native(raw: dict, ctx: Context) -> list[Row]:
     )
     return [row(b, key, figure, f[name]["native"], unit, peer="pure Python", peer_value=f[name]["reference"],
                 ratio=f[name]["ratio"], note="CPU time") for key, figure, name, unit in specs]
+
+
+def _needs_confluent_kafka(ctx: Context) -> str | None:
+    import importlib.util
+
+    return None if importlib.util.find_spec("confluent_kafka") else "confluent-kafka is not installed (pip install -e '.[test]')"
 
 
 def _needs_native(ctx: Context) -> str | None:
@@ -670,6 +709,7 @@ BENCHMARKS: tuple[Bench, ...] = (
     Bench("bench_startup", (), ("--reps", "3"), "--json", STARTUP_TARGETS, extract_startup, _needs_corpus,
           python_pass=True),
     Bench("bench_native", ("--size-mb", "256"), ("--quick",), "--json", (), extract_native, _needs_native),
+    Bench("bench_schemas", (), ("--quick",), "--json", SCHEMAS_TARGETS, extract_schemas, _needs_confluent_kafka),
 )
 
 

@@ -21,7 +21,6 @@ binary-safe JSON lines are engine.clients.record_io's.)
 
 from __future__ import annotations
 
-import json
 import struct
 from collections import Counter
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from json.encoder import encode_basestring as _json_str  # C; the ensure_ascii=F
 from typing import Callable
 
 from plog.formats import native
-from plog.formats.binary_json import encode_bytes, encode_headers
 from plog.formats.schema_registry import AVRO, JSON, PROTOBUF
 
 from plog.engine.clients.record_io import (
@@ -46,6 +44,10 @@ from plog.engine.clients.record_io import (
     BatchFormat,
     ConsumerRecord,
     ProducerRecord,
+    _bytes_json,
+    _cached_json_str,
+    _headers_json,
+    _str_cache,
 )
 from plog.engine.errors import InputRecordError, PropertyError, TemplateError
 
@@ -596,11 +598,14 @@ class RecordDecoding:
         and a key or value that does not decode in the binary-safe encoding followed by
         ``key_decode_error``/``value_decode_error`` (the reason)."""
         key, value = self.decoded(rec)
-        line = (f'{{"topic":{_json_str(rec.topic)},"partition":{rec.partition},"offset":{rec.offset},'
-                f'"timestamp":{rec.timestamp},"timestamp_type":{_json_str(rec.timestamp_type)},'
+        # format_jsonl's pieces (cached topic and type, no dict, no encoder for [] headers).
+        headers = rec.headers
+        topic = _str_cache.get(rec.topic) or _cached_json_str(rec.topic)
+        tt = _str_cache.get(rec.timestamp_type) or _cached_json_str(rec.timestamp_type)
+        return (f'{{"topic":{topic},"partition":{rec.partition},"offset":{rec.offset},'
+                f'"timestamp":{rec.timestamp},"timestamp_type":{tt},'
                 f'"key":{_field_json("key", rec.key, key)},"value":{_field_json("value", rec.value, value)},'
-                f'"headers":{json.dumps(encode_headers(rec.headers), ensure_ascii=False, separators=(",", ":"))}}}\n')
-        return line.encode("utf-8")
+                f'"headers":{_headers_json(headers) if headers else "[]"}}}\n').encode("utf-8")
 
     def summary(self) -> list[str]:
         """One line per reason keys or values were shown raw, most frequent first."""
@@ -610,12 +615,11 @@ class RecordDecoding:
 
 def _field_json(field: str, data, found) -> str:
     if found is None:
-        return json.dumps(encode_bytes(None if data is None else bytes(data)), ensure_ascii=False)
+        return _bytes_json(None if data is None else bytes(data))
     if found.json is not None:
-        carrier = found.schema_id if found.schema_id is not None else str(found.guid)
-        return f'{found.json},"{field}_schema_id":{json.dumps(carrier)}'
-    return (f'{json.dumps(encode_bytes(bytes(data)), ensure_ascii=False)},'
-            f'"{field}_decode_error":{json.dumps(found.reason, ensure_ascii=False)}')
+        carrier = found.schema_id if found.schema_id is not None else f'"{found.guid}"'
+        return f'{found.json},"{field}_schema_id":{carrier}'
+    return f'{_bytes_json(bytes(data))},"{field}_decode_error":{_json_str(found.reason)}'
 
 
 __all__ = [

@@ -231,6 +231,19 @@ class ScanFilter:
             return self._where_holds(key, value, headers)
         return True
 
+    def where_mask(self, records) -> bytes | None:
+        """The ``--where`` on a batch's records at once (``SchemaResolver.where_mask``, native
+        path): one byte per record, 0 where it does not hold (the record cannot match), 1 or 2
+        where :meth:`matches` decides as before; None (everything to :meth:`matches`) without
+        a ``--where``, with a condition on the key, or where the resolver cannot answer."""
+        if not self.where:
+            return None
+        conditions, resolver = _compiled(self.where, self.schema_paths)
+        if not resolver.can_mask or any(c.field != "value" for c in conditions):
+            return None
+        values = [True if r.headers else (None if r.value is None else bytes(r.value)) for r in records]
+        return resolver.where_mask(values, [(c.path, c.op, c.literal) for c in conditions])
+
     def _where_holds(self, key, value, headers) -> bool:
         conditions, resolver = _compiled(self.where, self.schema_paths)
         decoded: dict = {}

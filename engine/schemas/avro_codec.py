@@ -39,6 +39,7 @@ import math
 import struct
 from typing import Any, Callable
 
+from plog.formats import native
 from plog.formats.schema_registry import SchemaReference, SchemaValue
 
 from plog.engine.schemas.errors import PayloadError, SchemaCompileError
@@ -103,8 +104,11 @@ def _float32(x: float) -> Any:
     packed = _PACK_F(x)
     for digits in range(1, 10):
         short = float(f"{x:.{digits}g}")
-        if _PACK_F(short) == packed:
-            return short
+        try:
+            if _PACK_F(short) == packed:
+                return short
+        except OverflowError:  # rounded up past the largest float (3.403e+38): more digits
+            continue
     return x
 
 
@@ -130,8 +134,77 @@ def to_avro_json(value) -> Any:
     return str(value)
 
 
+_PRIMITIVES = frozenset(["null", "boolean", "int", "long", "float", "double", "bytes", "string"])
+
+
+class _NoProgram(Exception):
+    """A schema shape the native renderer is not given (the reference renders it)."""
+
+
+def _native_program(schema, named: dict) -> tuple[list, int]:
+    """The node table of ``schema`` for ``plog._native.avro_program`` (native/src/avro_json.rs):
+    ``(tag, argument)`` pairs, children by index, each named type compiled once (so recursive
+    types point back to themselves). Labels and names are pre-rendered JSON strings, the union
+    labels :func:`_branch_name`'s, as the render form names its branches."""
+    nodes: list = []
+    by_name: dict[str, int] = {}
+
+    def reserve(name: str | None = None) -> int:
+        nodes.append(None)
+        if name is not None:
+            by_name[name] = len(nodes) - 1
+        return len(nodes) - 1
+
+    def label(text: str) -> str:
+        return json.dumps(text, ensure_ascii=False)
+
+    def build(s) -> int:
+        if isinstance(s, str):
+            if s in _PRIMITIVES:
+                i = reserve()
+                nodes[i] = (s, None)
+                return i
+            if s in by_name:
+                return by_name[s]
+            if s in named:
+                return build(named[s])
+            raise _NoProgram(f"unknown type {s!r}")
+        if isinstance(s, list):
+            i = reserve()
+            nodes[i] = ("union", [(None if b == "null" else label(_branch_name(b)), build(b)) for b in s])
+            return i
+        t = s.get("type")
+        if t in ("record", "error"):
+            if s["name"] in by_name:
+                return by_name[s["name"]]
+            i = reserve(s["name"])
+            nodes[i] = ("record", [(label(f["name"]), build(f["type"])) for f in s["fields"]])
+            return i
+        if t == "enum":
+            i = reserve(s["name"])
+            nodes[i] = ("enum", [(label(sym), sym) for sym in s["symbols"]])
+            return i
+        if t == "fixed":
+            i = reserve(s["name"])
+            nodes[i] = ("fixed", int(s["size"]))
+            return i
+        if t in ("array", "map"):
+            i = reserve()
+            nodes[i] = (t, build(s["items"] if t == "array" else s["values"]))
+            return i
+        return build(t)  # a primitive with a logicalType: rendered as its underlying type
+
+    root = build(schema)
+    return nodes, root
+
+
 class AvroCodec:
-    """A decoder for payloads written with one Avro schema (and its references)."""
+    """A decoder for payloads written with one Avro schema (and its references).
+
+    With the native core active, :meth:`render` runs ``plog._native.avro_render_json`` over
+    the payload (the same text, from one pass over the bytes) and the reference path below for
+    any payload it hands back (anything unusual, including every payload that does not decode,
+    so the reasons stay the reference's)."""
 
     schema_type = "AVRO"
 
@@ -147,6 +220,13 @@ class AvroCodec:
         bare = {k: v for k, v in parsed.items() if not k.startswith("__")} if isinstance(parsed, dict) else parsed
         self._decode_schema = _top(bare, named)
         self._render_schema = _top(_render_form(bare), {name: _render_form(s) for name, s in named.items()})
+        self._program = None
+        self._paths: dict[tuple, list[str]] = {}
+        if native.active():
+            try:
+                self._program = native.module.avro_program(*_native_program(bare, named))
+            except (_NoProgram, KeyError, TypeError, ValueError, RecursionError):
+                self._program = None  # the reference renders every payload of this schema
 
     def _parse_references(self, value: SchemaValue, lookup, named: dict, seen: set, depth: int) -> None:
         from fastavro import parse_schema
@@ -187,6 +267,46 @@ class AvroCodec:
 
     def render(self, payload: bytes, indexes=None) -> str:
         """The value in Avro's JSON encoding, as compact JSON text."""
+        if self._program is not None:
+            try:
+                text = native.module.avro_render_json(self._program, payload)
+            except native.NativeFormatError:
+                text = None  # a fault of the native unit: the reference decides
+            if text is not None:
+                return text
+        return self.render_reference(payload)
+
+    def render_prefixed(self, framed: bytes, start: int) -> str | None:
+        """The text of the datum at ``framed[start:]``, or None when it does not render (the
+        resolver's shortcut for prefixed values: it then takes the whole way, which says why)."""
+        if self._program is not None:
+            try:
+                text = native.module.avro_render_json(self._program, framed, start)
+            except native.NativeFormatError:
+                text = None
+            if text is not None:
+                return text
+        try:
+            return self.render_reference(framed[start:])
+        except Exception:  # noqa: BLE001  (the resolver's whole way names the reason)
+            return None
+
+    def extract_prefixed(self, framed: bytes, start: int, path: tuple[str, ...]) -> tuple[bool, Any] | None:
+        """``(found, value)`` at ``path`` of the datum at ``framed[start:]`` as ``scan --where``
+        walks its JSON (``plog._native.avro_extract``), or None where the caller takes the whole
+        way (no native program, or a payload or path the native walk leaves to it)."""
+        if self._program is None:
+            return None
+        names = self._paths.get(path)
+        if names is None:
+            names = self._paths[path] = [json.dumps(name, ensure_ascii=False) for name in path]
+        try:
+            return native.module.avro_extract(self._program, framed, start, names)
+        except native.NativeFormatError:
+            return None
+
+    def render_reference(self, payload: bytes) -> str:
+        """:meth:`render` on the pure-Python path (fastavro, :func:`to_avro_json`, ``json``)."""
         value = to_avro_json(self._read(self._render_schema, payload, return_record_name=True))
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 

@@ -27,11 +27,13 @@ error becomes part of the reason of the records it could have decoded.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections import Counter
 from typing import Any, NamedTuple, Sequence
 
+from plog.formats import native
 from plog.formats.confluent_wire import Frame, WireFormatError, parse_frame, split_payload
 from plog.formats.schema_registry import AVRO, DEFAULT_TOPIC, JSON, PROTOBUF, SchemaReference, SchemaValue
 
@@ -84,6 +86,9 @@ class SchemaResolver:
         #: How many keys and values were shown raw, by reason (for a summary after a run).
         self.raw_reasons: Counter = Counter()
         self._compiled: dict[tuple, _Compiled] = {}
+        #: The 4 id bytes of a magic-0 prefix -> (codec, Decoded fields) for the Avro schemas
+        #: the native renderer holds: :meth:`decode`'s shortcut (same result, fewer steps).
+        self._prefixed: dict[bytes, tuple] = {}
         self._dead: dict[int, str] = {}
         if validate_json:
             from plog.engine.schemas.json_codec import jsonschema_available
@@ -143,6 +148,10 @@ class SchemaResolver:
             except Exception as e:  # a schema is input too: whatever a library raises on it stays its reason
                 result = _Compiled(schema, None, f"schema {frame.id_text} cannot be used: {_text(e)}", source)
         self._compiled[key] = result
+        if frame.schema_id is not None and schema is not None and schema.schema_type == AVRO \
+                and result.codec is not None:
+            self._prefixed[frame.schema_id.to_bytes(4, "big")] = (
+                result.codec, AVRO, (frame.schema_id, None, *_about(schema)))
         return result
 
     def _codec(self, schema: SchemaValue, source: SchemaSource):
@@ -168,6 +177,15 @@ class SchemaResolver:
                expect: str | None = None, want_value: bool = False) -> Decoded:
         """Decode a key (``is_key``) or value; ``expect`` a schema type (``AVRO``, ``PROTOBUF``,
         ``JSON``) to refuse any other; ``want_value`` to also get the Python value."""
+        if not headers and not want_value and type(data) is bytes and data[:1] == b"\x00":
+            # The common case, shortened: a magic-0 prefix of an Avro schema already compiled,
+            # no header that could carry another id. A payload that does not render goes the
+            # whole way below, which says why.
+            fast = self._prefixed.get(data[1:5])
+            if fast is not None and (expect is None or expect == fast[1]):
+                text = fast[0].render_prefixed(data, 5)
+                if text is not None:
+                    return Decoded(text, None, *fast[2])
         frame = parse_frame(data, headers, is_key=is_key)
         if not frame.framed:
             return self._raw(Decoded(None, frame.reason))
@@ -197,6 +215,46 @@ class SchemaResolver:
         except Exception as e:  # hostile bytes: the decoders' own errors are not all typed
             return self._raw(Decoded(None, f"schema {frame.id_text}: the payload does not decode: {_text(e)}", *ids,
                                      *_about(schema)))
+
+    def extract(self, data: bytes | None, headers: Sequence, path: tuple[str, ...], *,
+                is_key: bool = False) -> tuple[bool, Any] | None:
+        """The scalar at ``path`` of a key or value's JSON, as ``scan --where`` walks it
+        (engine/inspect/scan_filter.py, ``_walk``), without rendering it: ``(True, value)``
+        (None, bool, int, float or str), ``(False, None)`` where the path leads nowhere, or
+        None where the caller takes the whole way (:meth:`render`, ``json.loads``, its walk).
+        Answered for Avro values with a magic-0 prefix and no id header, on the native path;
+        a key or value that does not decode is always None here (the whole way says why)."""
+        if self._prefixed and not headers and type(data) is bytes and data[:1] == b"\x00":
+            fast = self._prefixed.get(data[1:5])
+            if fast is not None:
+                return fast[0].extract_prefixed(data, 5, path)
+        return None
+
+    @property
+    def can_mask(self) -> bool:
+        """Whether :meth:`where_mask` may answer: the native core is on and an Avro schema has
+        been compiled (a caller checks this before building the values list)."""
+        return bool(self._prefixed) and native.active()
+
+    def where_mask(self, values: list, conditions: Sequence[tuple[tuple[str, ...], str, Any]]) -> bytes | None:
+        """``scan --where`` conditions on the values of many records at once (native path):
+        one byte per value, 0 when the conditions (``(path, op, literal)`` on the value, all
+        to hold) do not all hold, 1 when they do, 2 when the caller must decide on the whole
+        way (:meth:`render`, ``json.loads``, its walk). ``values``: the framed bytes, None for
+        a null value, any other object for a record the caller looks at itself (one with
+        headers: they may carry another id). None when nothing can be answered here (no
+        native core, no Avro schema compiled yet, a literal this path does not compare)."""
+        if not self.can_mask:
+            return None
+        programs = {k: v[0]._program for k, v in self._prefixed.items() if getattr(v[0], "_program", None) is not None}
+        if not programs:
+            return None
+        conds = [([json.dumps(name, ensure_ascii=False) for name in path], op, literal)
+                 for path, op, literal in conditions]
+        try:
+            return native.module.avro_where(programs, values, conds)
+        except native.NativeFormatError:
+            return None
 
     def _raw(self, decoded: Decoded) -> Decoded:
         self.raw_reasons[decoded.reason] += 1

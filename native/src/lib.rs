@@ -68,6 +68,16 @@
 //!   segment recovery and of the recovery plan's scan, one chunk at a time (`walk`, `take`,
 //!   `resume`, `set_producer`, `stop_gathering`); it stops before anything unusual, which the
 //!   reference handles (native/src/recovery.rs, driven by engine/storage/recovery_walk.py).
+//! * `avro_program(nodes, root) -> AvroProgram` and `avro_render_json(program, payload,
+//!   start=0) -> str | None`: a Confluent Avro payload's datum as Avro's JSON text, exactly as
+//!   engine/schemas/avro_codec.py renders it; None where that reference must run
+//!   (native/src/avro_json.rs).
+//! * `avro_extract(program, payload, start, path) -> (found, value) | None`: the scalar at a
+//!   field path of that JSON, as `scan --where` walks it, without building the value
+//!   (native/src/avro_json.rs).
+//! * `avro_where(programs, values, conditions) -> bytes | None`: `scan --where` conditions on
+//!   a list of framed Avro values at once, one byte per value: 0 no, 1 yes, 2 ask the
+//!   reference (native/src/avro_json.rs).
 //!
 //! Safety: the only `unsafe` is the view of a Python buffer's bytes (`ByteView`). Panics
 //! cannot cross into Python: every entry point runs under `guarded`, which turns one into a
@@ -82,12 +92,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 mod arrow_columns;
+mod avro_json;
 mod consume_render;
 mod crc;
 mod dump_batch;
 mod dump_text;
 mod fault;
 mod py_arrow_columns;
+mod py_avro_json;
 mod py_consume_render;
 mod py_recovery;
 mod py_scan;
@@ -565,5 +577,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py_scan::register(m)?;
     py_consume_render::register(m)?;
     py_recovery::register(m)?;
+    py_avro_json::register(m)?;
     Ok(())
 }
