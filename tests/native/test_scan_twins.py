@@ -239,6 +239,8 @@ def test_producer_ids_past_the_listed_cap(native_module, tmp_path):
 class _JsonText:
     """A schema resolver for plain JSON text (tests/schemas runs real Confluent framing)."""
 
+    can_mask = False  # no batch-at-a-time --where: every record goes through render()
+
     @staticmethod
     def render(data: bytes, headers, is_key: bool):
         try:
