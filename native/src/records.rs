@@ -157,8 +157,22 @@ fn size_mismatch(data: &[u8], start: i64, pos: i64) -> Fault {
 /// forms: they give the same values, and a read past the end fails either way (an
 /// `IndexError` or a `VarintError`, both of which the reference turns into `None`).
 pub fn frame_records(data: &[u8], count: i64) -> Option<Vec<Head>> {
-    let n = data.len() as i64;
     let mut out = Vec::with_capacity(capacity_for(count, data));
+    frame_records_into(data, count, &mut out).then_some(out)
+}
+
+/// [`frame_records`] into a vector the caller reuses from batch to batch (the scan's loop):
+/// `out` holds the heads when it returns true; false where `frame_records` gives `None`.
+pub fn frame_records_into(data: &[u8], count: i64, out: &mut Vec<Head>) -> bool {
+    out.clear();
+    match frame_into(data, count, out) {
+        Some(()) => true,
+        None => false,
+    }
+}
+
+fn frame_into(data: &[u8], count: i64, out: &mut Vec<Head>) -> Option<()> {
+    let n = data.len() as i64;
     let mut pos = 0i64;
     let mut left = count;
     while left > 0 {
@@ -189,7 +203,7 @@ pub fn frame_records(data: &[u8], count: i64) -> Option<Vec<Head>> {
         out.push(Head { size: end - start, end, offset_delta, timestamp_delta, key, value_position: pos });
         pos = end;
     }
-    (pos == n).then_some(out)
+    (pos == n).then_some(())
 }
 
 /// The headers of one record, from its headers count at `pos`; `end` is where the record

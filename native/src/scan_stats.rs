@@ -22,8 +22,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::records::Head;
-use crate::varint::{read_varint, read_varlong, unzigzag};
+use crate::records::{self, Head};
 use crate::walk::{self, Header, V2Header, RECORD_BATCH_OVERHEAD};
 
 pub const HLL_P: u32 = 12;
@@ -33,8 +32,6 @@ const HLL_MASK: u32 = (1 << HLL_SHIFT) - 1;
 pub const SIZE_BUCKETS: usize = 32;
 pub const MAX_PRODUCERS_LISTED: usize = 1024;
 const NO_TIMESTAMP: i128 = -1;
-/// records.rs's `PAST_ANY_REGION`: a negative record length frames past any region.
-const PAST_ANY_REGION: i64 = 1 << 62;
 
 const COMPRESSION_CODEC_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_MASK: i16 = 0x08;
@@ -93,63 +90,6 @@ pub(crate) fn v2_header(b: &[u8; RECORD_BATCH_OVERHEAD as usize]) -> V2Header {
         base_sequence: i32_at(53),
         records_count: i32_at(57),
     }
-}
-
-/// A varint (`long`: a varlong) at `pos`: the one- and two-byte forms inline, longer
-/// ones by varint.rs's readers; None where those fail.
-#[inline(always)]
-fn varint_at(data: &[u8], pos: i64, long: bool) -> Option<(i64, i64)> {
-    let p = usize::try_from(pos).ok()?;
-    if let Some(&b) = data.get(p) {
-        if b < 0x80 {
-            return Some((unzigzag(u64::from(b)), pos + 1));
-        }
-        if let Some(&c) = data.get(p + 1) {
-            if c < 0x80 {
-                return Some((unzigzag(u64::from(b & 0x7F) | (u64::from(c) << 7)), pos + 2));
-            }
-        }
-    }
-    let read = if long { read_varlong(data, pos) } else { read_varint(data, pos) };
-    read.ok()
-}
-
-/// `records::frame_records` into a reused vector: the same steps, the same heads, the
-/// same refusals (false), without an allocation per batch.
-fn frame_heads(data: &[u8], count: i64, out: &mut Vec<Head>) -> bool {
-    out.clear();
-    let n = data.len() as i64;
-    let mut pos = 0i64;
-    let mut left = count;
-    while left > 0 {
-        left -= 1;
-        let start = pos;
-        let Some((length, p)) = varint_at(data, pos, false) else { return false };
-        pos = p;
-        let end = if length >= 0 { pos + length } else { PAST_ANY_REGION };
-        if end > n {
-            return false;
-        }
-        // The attributes byte (unused) is skipped unread.
-        let Some((timestamp_delta, p)) = varint_at(data, pos + 1, true) else { return false };
-        let Some((offset_delta, p)) = varint_at(data, p, false) else { return false };
-        let Some((key_length, p)) = varint_at(data, p, false) else { return false };
-        pos = p;
-        let key = if key_length >= 0 {
-            let a = pos.clamp(0, n);
-            let b = (pos + key_length).clamp(a, n);
-            pos += key_length;
-            Some((a as usize, b as usize))
-        } else {
-            None
-        };
-        if pos >= end {
-            return false; // no room left for the value length and the headers count
-        }
-        out.push(Head { size: end - start, end, offset_delta, timestamp_delta, key, value_position: pos });
-        pos = end;
-    }
-    pos == n
 }
 
 /// What became of one entry.
@@ -344,7 +284,7 @@ impl Stats {
             return None;
         }
         let mut heads = std::mem::take(&mut self.heads);
-        let framed = frame_heads(region, i64::from(h.records_count), &mut heads);
+        let framed = records::frame_records_into(region, i64::from(h.records_count), &mut heads);
         let sums = framed.then(|| self.count_heads(region, &heads, h));
         self.heads = heads;
         sums
