@@ -282,6 +282,26 @@ class ClusterWriter:
             self._replicate_dirty()
         return info
 
+    def append_batches(self, tp, batches, *, acks: int = -1) -> list[LogAppendInfo]:
+        """Append producer batches, in order, to the leader of ``tp``: the same result, byte
+        for byte, as :meth:`append` of each in turn with ``flush=False`` (one produce request
+        of many batches to one partition). Returns one :class:`LogAppendInfo` per batch; a
+        failure raises after the batches before it were appended (as :meth:`append` would)."""
+        tp = TopicPartition(*tp)
+        leader, state = self.leader_log(tp)
+        if acks == -1 and not self.data_dir.kafka_log_dir:
+            min_isr = self.data_dir.topic_config(tp.topic).min_insync_replicas
+            if len(state.isr) < min_isr:
+                raise NotEnoughReplicasError(
+                    f"The size of the current ISR {id_list(state.isr)} is insufficient to satisfy the min.isr "
+                    f"requirement of {min_isr} for partition {tp}")
+        infos = leader.append_batches_as_leader(batches, leader_epoch=state.leader_epoch)
+        if infos:
+            self._dirty.setdefault(tp, [leader])
+            if acks == -1:
+                self._acks.append((tp, infos[-1].last_offset + 1, len(state.isr)))
+        return infos
+
     def append_control(self, tp, producer_id: int, producer_epoch: int, *, commit: bool) -> LogAppendInfo:
         """Write a transaction marker to the leader of ``tp``; followers fetch it at flush."""
         tp = TopicPartition(*tp)

@@ -179,6 +179,13 @@ class Log:
         self._append(buf, info, leader_epoch, batches=[written], validated=append_info, flush=flush)
         return info
 
+    def append_batches_as_leader(self, batches, *, leader_epoch: int = 0,
+                                 origin: str = "client") -> list[LogAppendInfo]:
+        """:meth:`append_as_leader` of each of ``batches`` (one producer batch each) in turn,
+        with ``flush=False``: the same bytes, offsets, indexes and producer state. A batch that
+        fails raises after the ones before it were appended."""
+        return [self.append_as_leader(b, leader_epoch=leader_epoch, origin=origin, flush=False) for b in batches]
+
     def _validate_producer_batch(self, buf: bytearray, origin: str) -> RecordBatch:
         it = BatchIterator(memoryview(buf))
         try:
