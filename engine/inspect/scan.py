@@ -139,19 +139,8 @@ def _batch_records(s: ScanSlice, batch, flt: ScanFilter, plain: bool, problems: 
         return
     ts_type = _ts_type(batch)
     facts = _batch_facts(s, batch, records)
-    topic, partition = s.topic, s.partition
-    # --where on the batch's values at once (native): a record whose byte is 0 fails it;
-    # the others go through matches() as before.
-    mask = None if plain else flt.where_mask(records)
-    for i, r in enumerate(records):
-        if mask is not None and not mask[i]:
-            continue
-        if plain or flt.matches(r.offset, r.timestamp, r.key, r.value, r.headers):
-            yield ScanRecord(topic, partition, r.offset, r.timestamp, ts_type,
-                             None if r.key is None else bytes(r.key),
-                             None if r.value is None else bytes(r.value),
-                             tuple((k, None if v is None else bytes(v)) for k, v in r.headers),
-                             *facts)
+    for r in (records if plain else _kept(flt, records)):
+        yield _scan_record(s, r, ts_type, facts)
 
 
 def _batch_facts(s: ScanSlice, batch, records: list) -> tuple:
@@ -209,15 +198,28 @@ def _unit_records_native(unit: ScanUnit, flt: ScanFilter | None = None,
             elif indexes:
                 records = batch.records()
                 ts_type, facts = _ts_type(batch), _batch_facts(s, batch, records)
-                for i in indexes:
-                    r = records[i]
-                    if flt.where and not flt.matches(r.offset, r.timestamp, r.key, r.value, r.headers):
-                        continue
-                    yield ScanRecord(s.topic, s.partition, r.offset, r.timestamp, ts_type,
-                                     None if r.key is None else bytes(r.key),
-                                     None if r.value is None else bytes(r.value),
-                                     tuple((k, None if v is None else bytes(v)) for k, v in r.headers),
-                                     *facts)
+                chosen = [records[i] for i in indexes]
+                if flt.where:  # the native search tested every other predicate
+                    chosen = _kept(flt, chosen)
+                for r in chosen:
+                    yield _scan_record(s, r, ts_type, facts)
+
+
+def _kept(flt: ScanFilter, records: list) -> list:
+    """The records ``flt`` keeps: the ``--where`` tested a batch at a time where the resolver
+    can (``ScanFilter.where_mask``, native: a 0 fails the record), then :meth:`matches`."""
+    mask = flt.where_mask(records)
+    if mask is not None:
+        records = [r for r, m in zip(records, mask) if m]
+    return [r for r in records if flt.matches(r.offset, r.timestamp, r.key, r.value, r.headers)]
+
+
+def _scan_record(s: ScanSlice, r, ts_type: str, facts: tuple) -> ScanRecord:
+    return ScanRecord(s.topic, s.partition, r.offset, r.timestamp, ts_type,
+                      None if r.key is None else bytes(r.key),
+                      None if r.value is None else bytes(r.value),
+                      tuple((k, None if v is None else bytes(v)) for k, v in r.headers),
+                      *facts)
 
 
 def unit_records(unit: ScanUnit, flt: ScanFilter | None = None, problems: list | None = None) -> Iterator[ScanRecord]:
