@@ -158,3 +158,19 @@ def test_a_failing_spark_job_is_one_line(capsys, spark, generated):
 def test_bad_paths_fail_before_spark_work(capsys, spark, tmp_path):
     code, _out, err = plog(capsys, "scan", "--spark", str(tmp_path / "missing"))
     assert code == 1 and err.count("\n") == 1 and "missing" in err
+
+
+def test_stats_tasks_cover_about_a_gib_each():
+    """The stats job's Spark partitions: about a GiB of log each, at least one per core, at
+    most one per unit (a 128 MiB unit is less work than Spark's cost of a task)."""
+    from plog.engine.inspect.scan_plan import ScanPlan, ScanUnit
+    from plog.spark_tasks.jobs import stats_slices
+
+    def plan(units: int, unit_bytes: int) -> ScanPlan:
+        return ScanPlan([ScanUnit(i, (), unit_bytes) for i in range(units)], [], [], units * unit_bytes, 0)
+
+    assert stats_slices(plan(8, 128 << 20), 2) == 2  # 1 GiB on 2 cores: one task per core
+    assert stats_slices(plan(64, 128 << 20), 2) == 8  # 8 GiB: a GiB a task
+    assert stats_slices(plan(64, 128 << 20), 100) == 64  # more cores than units: a unit a task
+    assert stats_slices(plan(3, 1 << 20), 16) == 3
+    assert stats_slices(plan(1, 0), 4) == 1
