@@ -246,7 +246,6 @@ class DumpRun(IndexDumps):
         decoder = self._decoder
         progress = self.progress
         v3 = options.kafka_version < 4
-        batch_records = getattr(renderer, "batch_records", None)  # the text renderer's native pass
         pairs: list[tuple[int, int]] = []
         last_offset = -1
         first = True
@@ -254,9 +253,9 @@ class DumpRun(IndexDumps):
         for batch in batches:
             renderer.batch(path, batch, batch.position)
             if deep:
-                done = batch_records(path, batch, decoder) if batch_records is not None else None
-                if done is not None:  # written by the native pass: only its offsets to check
-                    first_offset, batch_last, gaps = done
+                written = renderer.batch_records(path, batch, decoder)
+                if written is not None:  # written by the native pass: only its offsets to check
+                    first_offset, batch_last, gaps = written
                     if v3 and first:
                         first = False  # the Scala tool starts comparing at the second record
                     elif first_offset != last_offset + 1:

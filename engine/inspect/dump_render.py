@@ -50,11 +50,13 @@ def _native_lines(records, sequences, tt: str, print_data: bool) -> str | None:
         raise native.typed_error(e) from None
 
 
-def _native_batch(batch, tt: str, print_data: bool) -> tuple[str, int, int, list] | None:
+def _native_batch(batch, tt: str, last_arg, render=None) -> tuple[str, int, int, list] | None:
     """``(text, first_offset, last_offset, gaps)`` for a v2 data batch with records, by the
-    native unit that decodes and renders in one pass (native/src/dump_batch.rs); None when
-    the reference path must run: the batch is empty or unusual, or its records do not decode
-    (the reference then raises the typed error, naming the batch)."""
+    native unit that decodes and renders in one pass (native/src/dump_batch.rs: ``render``,
+    DumpLogSegments' text by default, whose last argument ``last_arg`` is print-data; or the
+    JSON lines, whose is the line prefix); None when the reference path must run: the batch
+    is empty or unusual, or its records do not decode (the reference then raises the typed
+    error, naming the batch)."""
     count = batch.records_count
     if count <= 0:
         return None
@@ -62,8 +64,16 @@ def _native_batch(batch, tt: str, print_data: bool) -> tuple[str, int, int, list
     if count > len(payload) // MIN_RECORD_SIZE + 1:
         return None
     log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
-    return native.module.render_dump_batch(payload, count, batch.base_offset, batch.base_timestamp, log_append_time,
-                                           batch.base_sequence, tt, print_data)
+    render = render or native.module.render_dump_batch
+    return render(payload, count, batch.base_offset, batch.base_timestamp, log_append_time, batch.base_sequence, tt,
+                  last_arg)
+
+
+def _native_eligible(batch, decoder: Decoder | None) -> bool:
+    """Whether a batch's records may take the native pass: the native core runs, the batch
+    is a v2 data batch, and the records are shown as bytes (no decoder of their own)."""
+    return (native.active() and not isinstance(batch, LegacyBatch) and not batch.is_control
+            and (decoder is None or decoder.is_default))
 
 
 class TextRenderer:
@@ -113,8 +123,7 @@ class TextRenderer:
         core runs: ``(first_offset, last_offset, gaps)`` for the dump's continuity check
         (``gaps``: the non-contiguous pairs inside the batch). None when nothing was written:
         the caller decodes the records and calls :meth:`records`."""
-        if (not native.active() or self.options.skip_record_metadata or isinstance(batch, LegacyBatch)
-                or batch.is_control or not (decoder is None or decoder.is_default)):
+        if self.options.skip_record_metadata or not _native_eligible(batch, decoder):
             return None
         done = _native_batch(batch, _tt(batch.timestamp_type), decoder is not None)
         if done is None:
@@ -300,6 +309,7 @@ class JsonRenderer:
         self.options = options
         self._write = out
         self.err = err
+        self._record_prefix: dict[str, bytes] = {}  # the file being dumped -> its records' prefix
 
     def _emit(self, obj: dict) -> None:
         self._write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
@@ -345,6 +355,26 @@ class JsonRenderer:
             is_valid=batch.is_valid(),
         )
         self._emit(obj)
+
+    def batch_records(self, path: str, batch, decoder: Decoder | None) -> tuple[int, int, list] | None:
+        """:meth:`TextRenderer.batch_records` for the JSON lines: the objects of ``batch``'s
+        records in one native pass, byte-identical to :meth:`records`; None when nothing was
+        written (the caller decodes the records and calls :meth:`records`)."""
+        if not _native_eligible(batch, decoder):
+            return None
+        prefix = self._record_prefix.get(path)
+        if prefix is None:
+            try:
+                prefix = f'{{"type":"record","file":{json.dumps(path, ensure_ascii=False)},'.encode()
+            except UnicodeEncodeError:  # a file name that is not UTF-8: the reference writes it
+                return None
+            self._record_prefix = {path: prefix}
+        done = _native_batch(batch, _tt(batch.timestamp_type), prefix, native.module.render_dump_jsonl_batch)
+        if done is None:
+            return None
+        text, first, last, gaps = done
+        self._write(text)
+        return first, last, gaps
 
     def records(self, path: str, batch, records, decoder: Decoder | None, sequences) -> None:
         legacy = isinstance(batch, LegacyBatch)

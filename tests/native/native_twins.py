@@ -19,9 +19,12 @@ import os
 import random
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from plog.engine.inspect.dump_options import DumpOptions
+from plog.engine.inspect.dump_render import JsonRenderer
 from plog.formats import default_record, native
 from plog.formats.batches import BatchIterator
 from plog.formats.errors import FormatError
@@ -138,6 +141,17 @@ def dump_batch_matches(module, args, base_sequence: int) -> None:
                                                else s) for o in offsets]
     assert got[0] == module.render_dump_records(records, sequences, "CreateTime", True)
     assert got[1:] == (offsets[0], offsets[-1], [(a, b) for a, b in zip(offsets, offsets[1:]) if b != a + 1])
+    # The --format jsonl twin takes and declines the same batches.
+    prefix = b'{"type":"record","file":"f",'
+    as_json = module.render_dump_jsonl_batch(payload, count, base_offset, base_ts, lat, base_sequence, "CreateTime",
+                                             prefix)
+    assert as_json is not None and as_json[1:] == got[1:]
+    lines: list[str] = []
+    JsonRenderer(DumpOptions(), lines.append, lines.append).records(
+        "f", SimpleNamespace(timestamp_type=0, is_control=False),
+        [SimpleNamespace(offset=r[0], timestamp=r[1], key=r[2], value=r[3], headers=r[4]) for r in records],
+        None, sequences)
+    assert as_json[0] == "\n".join(lines)
 
 
 def native_walk(module, buf, *, limit: int = 7, **kwargs):

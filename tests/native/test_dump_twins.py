@@ -94,7 +94,7 @@ def _dump_both(capsys, monkeypatch, module, *args) -> tuple:
 
 
 MODES = [("--print-data-log",), ("--deep-iteration",), ("--print-data-log", "--skip-record-metadata"),
-         ("--print-data-log", "--kafka-version", "3")]
+         ("--print-data-log", "--kafka-version", "3"), ("--print-data-log", "--format", "jsonl")]
 
 
 @pytest.mark.parametrize("codec", [NONE, GZIP, SNAPPY, LZ4, ZSTD])
@@ -103,8 +103,11 @@ def test_generated_segment(native_module, capsys, monkeypatch, tmp_path_factory,
     path = _generated(tmp_path_factory, codec)
     native_run, reference_run = _dump_both(capsys, monkeypatch, native_module, *mode, str(path))
     assert native_run == reference_run
-    assert native_run[0] == 0 and native_run[1].count("| offset: ") >= 4 * len(NASTY) * (mode[-1] != "--skip-record-metadata")
-    if "--skip-record-metadata" not in mode:
+    line = '"type":"record"' if "jsonl" in mode else "| offset: "
+    assert native_run[0] == 0 and native_run[1].count(line) >= 4 * len(NASTY) * (mode[-1] != "--skip-record-metadata")
+    if "jsonl" in mode:
+        assert '{"type":"non-consecutive-offsets","file":' in native_run[1] and '"previous":13,"next":15}' in native_run[1]
+    elif "--skip-record-metadata" not in mode:
         assert "Non-consecutive offsets" in native_run[2] and "  13 is followed by 15" in native_run[2]
 
 
@@ -155,6 +158,40 @@ def test_the_batch_pass_runs_and_falls_back(native_module):
         assert native_module.render_dump_batch(region[:-1], *args, True) is None
         assert native_module.render_dump_batch(region + b"\x00", *args, True) is None
     assert rendered > 20
+
+
+def test_the_jsonl_batch_pass_runs(native_module):
+    """``render_dump_jsonl_batch`` writes what ``JsonRenderer.records`` writes for every
+    generated data batch whose header keys are UTF-8 (None, the reference path, for the rest)."""
+    from plog.engine.inspect.dump_options import DumpOptions
+    from plog.engine.inspect.dump_render import JsonRenderer
+    from plog.formats.batches import BatchIterator
+    from plog.formats.record_batch import RECORDS_OFFSET
+
+    lines: list[str] = []
+    renderer = JsonRenderer(DumpOptions(), lines.append, lines.append)
+    prefix = b'{"type":"record","file":"/d/0.log",'
+    rendered = 0
+    for codec in (NONE, GZIP):
+        for batch in BatchIterator(memoryview(b"".join(_data_batches(codec)))):
+            if batch.is_control:
+                continue
+            records = batch.records()
+            lap = batch.max_timestamp if batch.timestamp_type else None
+            tt = "LogAppendTime" if batch.timestamp_type else "CreateTime"
+            got = native_module.render_dump_jsonl_batch(
+                batch.records_payload() if codec else bytes(batch.buffer[RECORDS_OFFSET:]), batch.records_count,
+                batch.base_offset, batch.base_timestamp, lap, batch.base_sequence, tt, prefix)
+            lines.clear()
+            renderer.records("/d/0.log", batch, records, None, _seqs(batch, records))
+            if any(0xDC80 <= ord(c) <= 0xDCFF for r in records for k, _ in r.headers for c in k):
+                assert got is None
+                continue
+            rendered += 1
+            offsets = [r.offset for r in records]
+            gaps = [(a, b) for a, b in zip(offsets, offsets[1:]) if b != a + 1]
+            assert got == ("\n".join(lines), offsets[0], offsets[-1], gaps)
+    assert rendered > 40
 
 
 def _seqs(batch, records):
