@@ -13,7 +13,10 @@ holding the registry's SCHEMA records, as the registry writes them, next to the 
   this process (its in-process registry client holding the schema; no JSON, no I/O: the
   peer's cheapest possible loop). ``ratio`` = plog records/s over the peer's
   (target >= 2).
-* ``protobuf``: the same with a 10-field proto3 message and ``ProtobufDeserializer``.
+* ``protobuf``: the same with a 10-field proto3 message and ``ProtobufDeserializer``; the
+  native path renders with native/src/protobuf_json.rs (``plog``), ``PLOG_NATIVE=0`` with the
+  protobuf runtime and ``MessageToDict`` (``plog_python``); ``parity_paths``: both paths print
+  the same bytes for the sample.
 * ``scan_where``: ``plog scan DIR --mode search --where 'value.qty = 7' --jobs 2`` over ``--gib``
   GiB (default 1; 64 MiB with ``--quick``) of the Avro records in 4 partitions; records/s is
   every record scanned over the wall time (target >= 1 M records/s); the number of matches
@@ -266,7 +269,8 @@ def avro_json(value: dict) -> dict:
     return out
 
 
-def measure_consume(name: str, root: Path, topic: str, payloads, deserializer, to_json, sample: int) -> dict:
+def measure_consume(name: str, root: Path, topic: str, payloads, deserializer, to_json, sample: int, *,
+                    exact_paths: bool = False) -> dict:
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     ctx = SerializationContext(topic, MessageField.VALUE)
@@ -283,6 +287,11 @@ def measure_consume(name: str, root: Path, topic: str, payloads, deserializer, t
     mine = [json.loads(line)["value"] for line in proc.stdout.decode().splitlines()]
     theirs = [to_json(deserializer(v, ctx)) for v in payloads[:sample]]
     figures["parity"] = mine == theirs
+    if exact_paths:
+        # The native renderer's text is the reference's, byte for byte (not only the same values).
+        _, python = run_plog(consume_args(root, topic, "--count", str(sample)), native=False, stdout=subprocess.PIPE)
+        figures["parity_paths"] = proc.stdout == python.stdout
+        figures["parity"] = figures["parity"] and figures["parity_paths"]
     figures["ratio"] = round(figures["plog"]["records_per_s"] / figures["confluent_kafka"]["records_per_s"], 2)
     figures["ratio_python"] = round(figures["plog_python"]["records_per_s"]
                                     / figures["confluent_kafka"]["records_per_s"], 2)
@@ -354,7 +363,8 @@ def main() -> None:
             deserializer = ProtobufDeserializer(cls, {"use.deprecated.format": False})
             result["protobuf"] = measure_consume(
                 "protobuf", consume_dir, PROTO_TOPIC, proto, deserializer,
-                lambda m: json_format.MessageToDict(m, always_print_fields_with_no_presence=True), 1000)
+                lambda m: json_format.MessageToDict(m, always_print_fields_with_no_presence=True), 1000,
+                exact_paths=True)
         if scan_info is not None:
             size, records, matches = scan_info
             result["scan_where"] = {"gib": round(size / (1 << 30), 3), **measure_scan(scan_dir, records, matches)}

@@ -43,6 +43,14 @@ fields under their JSON names (lowerCamelCase; ``json_names=False`` keeps the ``
 names), fields without presence shown with their default values, 64-bit integers as
 strings, bytes in base64, enums by name, well-known types in their JSON forms (a
 ``Timestamp`` as RFC 3339 text, wrappers as their value).
+
+**The native renderer.** With the native core active, :meth:`ProtobufCodec.render` (and
+:meth:`~ProtobufCodec.render_prefixed`, the resolver's shortcut, which reads the message
+indexes too) writes that text straight from the wire bytes with a plan compiled once per
+schema (native/src/protobuf_json.rs; :func:`_native_plan`): the same text, byte for byte.
+Whatever the plan does not render exactly (a well-known type set, a map of more than one
+entry, a singular message repeated on the wire, any payload that does not decode, ...) is
+handed back and takes the reference path above, so its text and reasons are unchanged.
 """
 
 from __future__ import annotations
@@ -60,6 +68,7 @@ import sys
 import tempfile
 from typing import Callable, Sequence
 
+from plog.formats import native
 from plog.formats.schema_registry import SchemaReference, SchemaValue
 
 from plog.engine.schemas.errors import PayloadError, SchemaCompileError
@@ -195,6 +204,15 @@ class ProtobufCodec:
         descriptors = self._compile(value, files, include_dirs)
         self._pool, self._main = self._build_pool(descriptors)
         self._classes: dict[tuple, type] = {}
+        #: The native renderer's plan (module docstring of native/src/protobuf_json.rs) and the
+        #: plan's message for each message-index path; None: the reference renders everything.
+        self._plan = None
+        self._roots: dict[tuple, int] = {}
+        if native.active():
+            try:
+                self._plan, self._roots = _native_plan(self._pool, self._main, self._synthetic, json_names)
+            except (_NoPlan, AttributeError, KeyError, TypeError, ValueError, RecursionError):
+                self._plan = None
 
     def _collect(self, value: SchemaValue, lookup, files: dict, depth: int) -> None:
         if depth > MAX_REFERENCE_DEPTH:
@@ -364,12 +382,150 @@ class ProtobufCodec:
                                          descriptor_pool=self._pool)
 
     def render(self, payload: bytes, indexes: Sequence[int] | None = None) -> str:
+        """The message as compact JSON text (module docstring's mapping). With the native core
+        active, ``plog._native.protobuf_render_json`` writes it from the wire bytes; any payload
+        it hands back (anything unusual, every payload that does not decode) takes the
+        reference path, so the text and the reasons are the reference's."""
+        if self._plan is not None:
+            root = self._roots.get(tuple(indexes or (0,)))
+            if root is not None:
+                try:
+                    text = native.module.protobuf_render_json(self._plan, payload, 0, root)
+                except native.NativeFormatError:
+                    text = None  # a fault of the native unit: the reference decides
+                if text is not None:
+                    return text
+        return self.render_reference(payload, indexes)
+
+    def render_prefixed(self, framed: bytes, start: int) -> str | None:
+        """The text of the message at ``framed[start:]`` (message indexes first), or None when
+        it does not render here (the resolver's shortcut for prefixed values: it then takes the
+        whole way, which says why)."""
+        if self._plan is None:
+            return None
+        try:
+            return native.module.protobuf_render_json(self._plan, framed, start)
+        except native.NativeFormatError:
+            return None
+
+    def extract_prefixed(self, framed: bytes, start: int, path: tuple[str, ...]) -> None:
+        """The resolver's ``--where`` shortcut: never answered here (the whole way runs)."""
+        return None
+
+    def render_reference(self, payload: bytes, indexes: Sequence[int] | None = None) -> str:
+        """:meth:`render` on the pure-Python path (the runtime's parse, ``MessageToDict``, ``json``)."""
         msg = self.decode(payload, indexes)
         try:
             value = self.to_dict(msg)
         except Exception as e:  # json_format's errors (an Any of an unknown type, ...)
             raise PayloadError(f"the message has no JSON form: {' '.join(str(e).split())}") from None
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class _NoPlan(Exception):
+    """A schema the native renderer is not given (the reference renders it)."""
+
+
+#: Field types of the native plan (``FieldDescriptor.TYPE_*`` numbers); groups (10) are not.
+_PLAN_KINDS = {1: "double", 2: "float", 3: "int64", 4: "uint64", 5: "int32", 6: "fixed64", 7: "fixed32",
+               8: "bool", 9: "string", 12: "bytes", 13: "uint32", 15: "sfixed32", 16: "sfixed64", 17: "sint32",
+               18: "sint64"}
+_TYPE_MESSAGE, _TYPE_ENUM = 11, 14
+
+
+def _repeated(f) -> bool:
+    """``is_repeated`` (newer runtimes) or the label (older ones, which have no such property)."""
+    found = getattr(f, "is_repeated", None)
+    return bool(found) if found is not None else f.label == 3
+
+
+def _required(f) -> bool:
+    found = getattr(f, "is_required", None)
+    return bool(found) if found is not None else f.label == 2
+
+
+def _enum_json_option() -> bool:
+    """Whether the runtime knows the ``pb.enumvalue.json`` option (enum names json_format
+    would take from it: then no native plan)."""
+    from google.protobuf import descriptor_pool
+
+    try:
+        descriptor_pool.Default().FindExtensionByName("pb.enumvalue.json")
+    except KeyError:
+        return False
+    return True
+
+
+def _index_paths(main, synthetic: set[str]):
+    """(message-index path, full name) of every message :meth:`ProtobufCodec._message_class`
+    selects, the same walk."""
+    out = []
+
+    def walk(types, names: list[str], path: tuple) -> None:
+        prefix = ".".join(names)
+        kept = [t for t in types if (f"{prefix}.{t.name}" if prefix else t.name) not in synthetic]
+        for i, t in enumerate(kept):
+            out.append((path + (i,), ".".join(names + [t.name])))
+            walk(t.nested_type, names + [t.name], path + (i,))
+
+    walk(main.message_type, [main.package] if main.package else [], ())
+    return out
+
+
+def _native_plan(pool, main, synthetic: set[str], json_names: bool):
+    """``plog._native.protobuf_plan`` of the schema (native/src/protobuf_json.rs) and the plan's
+    message for each message-index path. Types json_format renders its own way (well-known
+    types), groups, closed enums, required fields and custom defaults are marked unsupported:
+    the native renderer hands any payload that needs them back to the reference."""
+    if _enum_json_option():
+        raise _NoPlan("enum values may carry JSON names")
+    messages: list = []
+    enums: list = []
+    by_message: dict[str, int] = {}
+    by_enum: dict[str, int] = {}
+
+    def enum_index(e) -> int:
+        if e.full_name not in by_enum:
+            by_enum[e.full_name] = len(enums)
+            enums.append([(number, json.dumps(v.name, ensure_ascii=False)) for number, v in e.values_by_number.items()])
+        return by_enum[e.full_name]
+
+    def field_kind(f) -> tuple[str, int | None]:
+        if f.type == _TYPE_MESSAGE:
+            return "message", message_index(f.message_type)
+        if f.type == _TYPE_ENUM:
+            if f.enum_type.is_closed or f.enum_type.full_name == "google.protobuf.NullValue":
+                return "unsupported", None
+            return "enum", enum_index(f.enum_type)
+        kind = _PLAN_KINDS.get(f.type)
+        if kind is None or (not f.has_presence and not _repeated(f) and f.default_value not in (0, "", b"")):
+            return "unsupported", None
+        return kind, None
+
+    def message_index(d) -> int:
+        if d.full_name in by_message:
+            return by_message[d.full_name]
+        i = by_message[d.full_name] = len(messages)
+        messages.append(None)
+        if d.full_name.startswith("google.protobuf.") or d.extension_ranges \
+                or any(_required(f) for f in d.fields):
+            messages[i] = (False, [])
+            return i
+        fields = []
+        for f in d.fields:
+            kind, arg = field_kind(f)
+            is_map = f.type == _TYPE_MESSAGE and f.message_type.GetOptions().map_entry
+            name = json.dumps(f.json_name if json_names else f.name, ensure_ascii=False)
+            oneof = f.containing_oneof.index if f.containing_oneof is not None else None
+            fields.append((f.number, name, kind, arg, _repeated(f), bool(is_map), f.has_presence, oneof))
+        messages[i] = (True, fields)
+        return i
+
+    roots: dict[tuple, int] = {}
+    for path, name in _index_paths(main, synthetic):
+        roots[path] = message_index(pool.FindMessageTypeByName(name))
+    plan = native.module.protobuf_plan(messages, enums, [(list(p), m) for p, m in roots.items()])
+    return plan, roots
 
 
 __all__ = ["CONFLUENT_BUILTINS", "ProtobufCodec", "builtin_file"]

@@ -86,8 +86,9 @@ class SchemaResolver:
         #: How many keys and values were shown raw, by reason (for a summary after a run).
         self.raw_reasons: Counter = Counter()
         self._compiled: dict[tuple, _Compiled] = {}
-        #: The 4 id bytes of a magic-0 prefix -> (codec, Decoded fields) for the Avro schemas
-        #: the native renderer holds: :meth:`decode`'s shortcut (same result, fewer steps).
+        #: The 4 id bytes of a magic-0 prefix -> (codec, schema type, Decoded fields) for the Avro
+        #: schemas and the Protobuf schemas the native renderer holds: :meth:`decode`'s shortcut
+        #: (same result, fewer steps).
         self._prefixed: dict[bytes, tuple] = {}
         self._dead: dict[int, str] = {}
         if validate_json:
@@ -148,10 +149,10 @@ class SchemaResolver:
             except Exception as e:  # a schema is input too: whatever a library raises on it stays its reason
                 result = _Compiled(schema, None, f"schema {frame.id_text} cannot be used: {_text(e)}", source)
         self._compiled[key] = result
-        if frame.schema_id is not None and schema is not None and schema.schema_type == AVRO \
-                and result.codec is not None:
+        if frame.schema_id is not None and schema is not None and result.codec is not None \
+                and (schema.schema_type == AVRO or getattr(result.codec, "_plan", None) is not None):
             self._prefixed[frame.schema_id.to_bytes(4, "big")] = (
-                result.codec, AVRO, (frame.schema_id, None, *_about(schema)))
+                result.codec, schema.schema_type, (frame.schema_id, None, *_about(schema)))
         return result
 
     def _codec(self, schema: SchemaValue, source: SchemaSource):
@@ -234,7 +235,7 @@ class SchemaResolver:
     def can_mask(self) -> bool:
         """Whether :meth:`where_mask` may answer: the native core is on and an Avro schema has
         been compiled (a caller checks this before building the values list)."""
-        return bool(self._prefixed) and native.active()
+        return native.active() and any(getattr(v[0], "_program", None) is not None for v in self._prefixed.values())
 
     def where_mask(self, values: list, conditions: Sequence[tuple[tuple[str, ...], str, Any]]) -> bytes | None:
         """``scan --where`` conditions on the values of many records at once (native path):

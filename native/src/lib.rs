@@ -78,6 +78,10 @@
 //! * `avro_where(programs, values, conditions) -> bytes | None`: `scan --where` conditions on
 //!   a list of framed Avro values at once, one byte per value: 0 no, 1 yes, 2 ask the
 //!   reference (native/src/avro_json.rs).
+//! * `protobuf_plan(messages, enums, roots) -> ProtobufPlan` and `protobuf_render_json(plan,
+//!   payload, start=0, root=None) -> str | None`: a Confluent Protobuf payload (message indexes
+//!   first when `root` is None) as the JSON text engine/schemas/protobuf_codec.py renders;
+//!   None where that reference must run (native/src/protobuf_json.rs).
 //!
 //! Safety: the only `unsafe` is the view of a Python buffer's bytes (`ByteView`). Panics
 //! cannot cross into Python: every entry point runs under `guarded`, which turns one into a
@@ -98,9 +102,11 @@ mod crc;
 mod dump_batch;
 mod dump_text;
 mod fault;
+mod protobuf_json;
 mod py_arrow_columns;
 mod py_avro_json;
 mod py_consume_render;
+mod py_protobuf_json;
 mod py_recovery;
 mod py_scan;
 mod records;
@@ -578,5 +584,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py_consume_render::register(m)?;
     py_recovery::register(m)?;
     py_avro_json::register(m)?;
+    py_protobuf_json::register(m)?;
     Ok(())
 }
