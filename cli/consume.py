@@ -184,14 +184,16 @@ def _decoding(dd, key_format: str, value_format: str, schemas: list[str] | None,
 def _batch_format(fmt: str, json_lines: bool, key_delimiter: str | None, properties: list[str] | None, decoding,
                   isolation_level: str):
     """The native path's output a batch at a time (engine.clients.record_io.BatchFormat) for
-    text, jsonl and templates (-K's too), without decoding, read_uncommitted; None otherwise (and
+    text, jsonl and templates (-K's too), and jsonl with decoding, read_uncommitted; None otherwise (and
     on the pure-Python path): the loop then prints record by record (``_renderer``, which
     also checks the options; it runs first)."""
-    if decoding is not None or isolation_level != "read_uncommitted" or properties:
+    if isolation_level != "read_uncommitted" or properties:
         return None
     from plog.engine.clients.console_io import DEFAULT_TEMPLATE, template_batch_format
     from plog.engine.clients.record_io import jsonl_batch_format
 
+    if decoding is not None:
+        return decoding.batch_format() if json_lines or fmt == "jsonl" else None
     if json_lines or fmt == "jsonl":
         return jsonl_batch_format()
     if key_delimiter is not None:

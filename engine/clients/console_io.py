@@ -32,13 +32,20 @@ from plog.formats.schema_registry import AVRO, JSON, PROTOBUF
 
 from plog.engine.clients.record_io import (
     OP_HEADERS,
+    OP_HEADERS_JSON,
     OP_KEY,
+    OP_KEY_DECODED,
+    OP_KEY_JSON,
     OP_KEY_LEN,
     OP_OFFSET,
     OP_PARTITION,
     OP_TIMESTAMP,
+    OP_TIMESTAMP_TYPE_JSON,
     OP_TOPIC,
+    OP_TOPIC_JSON,
     OP_VALUE,
+    OP_VALUE_DECODED,
+    OP_VALUE_JSON,
     OP_VALUE_LEN,
     OP_VALUE_LEN_BE32,
     BatchFormat,
@@ -558,6 +565,7 @@ class RecordDecoding:
         #: ``(field, reason) -> count`` of keys ("key") and values ("value") shown raw.
         self.raw_counts: Counter = Counter()
         self._last: tuple | None = None
+        self._decoders: tuple | None = None  # (table size it was made at, ConsumeDecoders)
 
     def decoded(self, rec: ConsumerRecord):
         """``(key, value)`` of ``rec``: each a resolver ``Decoded``, or None when that field is
@@ -606,6 +614,42 @@ class RecordDecoding:
                 f'"timestamp":{rec.timestamp},"timestamp_type":{tt},'
                 f'"key":{_field_json("key", rec.key, key)},"value":{_field_json("value", rec.value, value)},'
                 f'"headers":{_headers_json(headers) if headers else "[]"}}}\n').encode("utf-8")
+
+    def batch_format(self) -> BatchFormat | None:
+        """:meth:`jsonl` as a :class:`BatchFormat` (native path): a decoded key or value is
+        rendered natively by the schemas the resolver holds a native renderer for (its
+        shortcut's: a magic-0 prefix, no headers), every other record by :meth:`jsonl`, which
+        compiles the schemas it meets (the native table follows). None on the pure-Python path."""
+        if not native.active():
+            return None
+        key = OP_KEY_JSON if self.key_format == "raw" else OP_KEY_DECODED
+        value = OP_VALUE_JSON if self.value_format == "raw" else OP_VALUE_DECODED
+        return BatchFormat([b'{"topic":', OP_TOPIC_JSON, b',"partition":', OP_PARTITION, b',"offset":', OP_OFFSET,
+                            b',"timestamp":', OP_TIMESTAMP, b',"timestamp_type":', OP_TIMESTAMP_TYPE_JSON,
+                            b',"key":', key, b',"value":', value, b',"headers":', OP_HEADERS_JSON, b"}\n"],
+                           self.jsonl, self._native_decoders)
+
+    def _native_decoders(self):
+        """The ``plog._native.ConsumeDecoders`` of the schemas the resolver's shortcut holds
+        now (made again when it grew): those with a native renderer, each field's limited to
+        its format's schema type (``auto``: any)."""
+        prefixed = self.resolver._prefixed
+        cached = self._decoders
+        if cached is not None and cached[0] == len(prefixed):
+            return cached[1]
+        tables = []
+        for fmt in (self.key_format, self.value_format):
+            expect = _EXPECT.get(fmt)
+            entries = []
+            if fmt != "raw":
+                for id_bytes, (codec, schema_type, facts) in prefixed.items():
+                    compiled = getattr(codec, "_program", None) or getattr(codec, "_plan", None)
+                    if compiled is not None and (expect is None or expect == schema_type):
+                        entries.append((id_bytes, compiled, facts[0]))
+            tables.append(entries)
+        decoders = native.module.ConsumeDecoders(*tables)
+        self._decoders = (len(prefixed), decoders)
+        return decoders
 
     def summary(self) -> list[str]:
         """One line per reason keys or values were shown raw, most frequent first."""

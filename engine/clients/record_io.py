@@ -33,6 +33,7 @@ from typing import Any, Iterator
 
 from plog.formats import native
 from plog.formats.binary_json import decode_bytes, encode_bytes, encode_headers
+from plog.formats.default_record import decode_records
 from plog.formats.record_batch import MIN_RECORD_SIZE
 from plog.formats.records import LOG_APPEND_TIME
 
@@ -314,7 +315,7 @@ def format_jsonl(rec: ConsumerRecord) -> bytes:
 #: prints. A format is a list of literal bytes and these; the topic and partition ops become
 #: literals for each partition (:meth:`BatchFormat.compiled`).
 (OP_OFFSET, OP_TIMESTAMP, OP_KEY, OP_VALUE, OP_KEY_LEN, OP_VALUE_LEN, OP_VALUE_LEN_BE32, OP_HEADERS,
- OP_KEY_JSON, OP_VALUE_JSON, OP_HEADERS_JSON, OP_TIMESTAMP_TYPE_JSON) = range(1, 13)
+ OP_KEY_JSON, OP_VALUE_JSON, OP_HEADERS_JSON, OP_TIMESTAMP_TYPE_JSON, OP_KEY_DECODED, OP_VALUE_DECODED) = range(1, 15)
 #: The topic's bytes, the topic as a JSON string, the partition number.
 OP_TOPIC, OP_TOPIC_JSON, OP_PARTITION = "topic", "topic_json", "partition"
 
@@ -325,11 +326,14 @@ class BatchFormat:
     ``record`` (the reference's ``ConsumerRecord -> bytes``) returns; ``record`` renders the
     records of legacy (v0/v1) batches, which have no native renderer."""
 
-    __slots__ = ("parts", "record", "_compiled")
+    __slots__ = ("parts", "record", "decoders", "_compiled")
 
-    def __init__(self, parts: list, record):
+    def __init__(self, parts: list, record, decoders=None):
         self.parts = list(parts)
         self.record = record
+        #: For the decoded-field ops: a callable giving the ``plog._native.ConsumeDecoders``
+        #: of the schemas known now (``record`` meets the others, and makes them known).
+        self.decoders = decoders
         self._compiled: dict = {}
 
     def compiled(self, topic: str, partition: int):
@@ -461,16 +465,8 @@ class RenderedPoll:
             if out:
                 output.extend(out)
         else:
-            try:
-                index, taken, rendered, first, last, unconsumed, past_end, reached_hi = native.module.render_consume(
-                    self.fmt.compiled(*tp), output, piece.region, piece.size, piece.base_offset,
-                    piece.base_timestamp, piece.log_append_time, piece.index, lo, hi, max_take, end, left)
-            except native.NativeFormatError as e:
-                batch = piece.batch
-                if batch is None:
-                    raise native.typed_error(e) from None
-                batch.records()  # raises the reference's error, at the batch's position
-                raise native.typed_error(e).at(batch.position) from None
+            index, taken, rendered, first, last, unconsumed, past_end, reached_hi = self._take_region(
+                tp, piece, lo, hi, max_take, end, left)
         piece.batch = None  # the region decoded; the batch's buffer is not ours to keep
         piece.index = index
         if len(output) >= self.PIECE:
@@ -484,6 +480,56 @@ class RenderedPoll:
             if past_end and tp not in self.past_end:
                 self.past_end.append(tp)
         return taken, reached_hi, last
+
+    def _region(self, tp, piece: BatchPiece, lo: int, hi: int, max_take: int, end: int | None,
+                left: int | None) -> tuple:
+        """One ``render_consume`` call over ``piece``'s region from its index; the region's
+        faults raise the reference's error, at the batch's position."""
+        fmt = self.fmt
+        try:
+            return native.module.render_consume(
+                fmt.compiled(*tp), self.output, piece.region, piece.size, piece.base_offset, piece.base_timestamp,
+                piece.log_append_time, piece.index, lo, hi, max_take, end, left,
+                None if fmt.decoders is None else fmt.decoders())
+        except native.NativeFormatError as e:
+            batch = piece.batch
+            if batch is None:
+                raise native.typed_error(e) from None
+            batch.records()  # raises the reference's error, at the batch's position
+            raise native.typed_error(e).at(batch.position) from None
+
+    def _take_region(self, tp, piece: BatchPiece, lo: int, hi: int, max_take: int, end: int | None,
+                     left: int | None) -> tuple:
+        """:meth:`take` over a v2 region, natively; a record the native decoders leave to the
+        reference (a decoded field: an unknown schema id, a payload that does not render
+        here) is rendered by :meth:`_take_records` with the format's ``record``, then the
+        native pass goes on after it. Returns what :meth:`_take_records` returns, but the
+        output (appended to :attr:`output`)."""
+        taken = rendered = 0
+        first = last = unconsumed = None
+        past_end = False
+        while True:
+            index, n, r, f, la, u, pe, reached_hi, needs_reference = self._region(
+                tp, piece, lo, hi, max_take - taken, end, None if left is None else max(left - rendered, 0))
+            piece.index = index
+            taken, rendered, past_end = taken + n, rendered + r, past_end or pe
+            first, last = (first if first is not None else f), (la if la is not None else last)
+            unconsumed = unconsumed if unconsumed is not None else u
+            if not needs_reference or reached_hi or taken >= max_take:
+                return index, taken, rendered, first, last, unconsumed, past_end, reached_hi
+            if piece.records is None:  # the region's records as Python objects, for the reference
+                piece.records = decode_records(piece.region, piece.size, piece.base_offset, piece.base_timestamp,
+                                               piece.log_append_time)
+            out, index, n, r, f, la, u, pe, reached_hi = self._take_records(
+                tp, piece, lo, hi, 1, end, None if left is None else max(left - rendered, 0))
+            if out:
+                self.output.extend(out)
+            piece.index = index
+            taken, rendered, past_end = taken + n, rendered + r, past_end or pe
+            first, last = (first if first is not None else f), (la if la is not None else last)
+            unconsumed = unconsumed if unconsumed is not None else u
+            if reached_hi or taken >= max_take or index >= piece.size:
+                return index, taken, rendered, first, last, unconsumed, past_end, reached_hi
 
     def _take_records(self, tp, piece: BatchPiece, lo: int, hi: int, max_take: int, end: int | None,
                       left: int | None) -> tuple:

@@ -18,6 +18,7 @@
 //! value, printed as that double's repr; NaN and the infinities are the strings "NaN",
 //! "Infinity", "-Infinity".
 
+use std::fmt::Write;
 use std::collections::HashSet;
 
 /// Deeper values go to the reference path (its own recursion limits apply there).
@@ -119,12 +120,15 @@ impl<'a> Reader<'a> {
 /// Render `payload` with `nodes` from `root`: the JSON text, or None (module docstring).
 pub(crate) fn render(nodes: &[Node], root: usize, payload: &[u8]) -> Option<String> {
     let mut out = String::with_capacity(payload.len() * 2 + 16);
-    let mut reader = Reader { buf: payload, pos: 0 };
-    value(nodes, root, &mut reader, &mut out, 0)?;
-    if reader.remaining() != 0 {
-        return None;
-    }
+    render_into(nodes, root, payload, &mut out)?;
     Some(out)
+}
+
+/// [`render`] appended to `out`; on None, `out` holds part of it (the caller drops it).
+pub(crate) fn render_into(nodes: &[Node], root: usize, payload: &[u8], out: &mut String) -> Option<()> {
+    let mut reader = Reader { buf: payload, pos: 0 };
+    value(nodes, root, &mut reader, out, 0)?;
+    (reader.remaining() == 0).then_some(())
 }
 
 fn value(nodes: &[Node], node: usize, r: &mut Reader<'_>, out: &mut String, depth: usize) -> Option<()> {
@@ -587,7 +591,10 @@ pub(crate) fn all_hold(nodes: &[Node], root: usize, payload: &[u8], conds: &[Con
 /// A JSON string as Python's `json.dumps(s, ensure_ascii=False)` writes it.
 pub(crate) fn push_json_str(out: &mut String, s: &str) {
     out.push('"');
-    for c in s.chars() {
+    // Up to the first character to escape in one copy (all of most strings).
+    let plain = s.bytes().position(|b| b < 0x20 || b == b'"' || b == b'\\').unwrap_or(s.len());
+    out.push_str(&s[..plain]);
+    for c in s[plain..].chars() {
         push_json_char(out, c);
     }
     out.push('"');
@@ -645,10 +652,20 @@ pub(crate) fn push_f32(out: &mut String, x: f32) -> Option<()> {
         out.push_str(if x > 0.0 { "\"Infinity\"" } else { "\"-Infinity\"" });
         return Some(());
     }
+    if let Some(short) = short_normal_f32(x) {
+        push_sci_as_repr(out, short.as_str());
+        return Some(());
+    }
     let wide = f64::from(x);
-    for digits in 1..=9usize {
-        let text = format!("{:.*e}", digits - 1, wide);
-        let short: f64 = text.parse().ok()?;
+    // No decimal with fewer digits than the shortest that reads back as this float can read
+    // back, so the reference's search (1, 2, ... digits) can start there.
+    let mut shortest = Stack::new();
+    write!(shortest, "{:e}", x).ok()?;
+    let first = significant_digits(shortest.as_str()).max(1);
+    for digits in first..=9usize {
+        let mut text = Stack::new();
+        write!(text, "{:.*e}", digits - 1, wide).ok()?;
+        let short: f64 = text.as_str().parse().ok()?;
         let narrow = short as f32;
         if narrow.is_infinite() {
             continue; // rounded up past the largest float (3.403e+38): more digits
@@ -661,6 +678,98 @@ pub(crate) fn push_f32(out: &mut String, x: f32) -> Option<()> {
     None
 }
 
+/// A small text on the stack (a float's digits: never longer than ~30 bytes), for
+/// `write!` without an allocation per number.
+pub(crate) struct Stack {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl Stack {
+    fn new() -> Stack {
+        Stack { buf: [0; 64], len: 0 }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Only whole `&str`s are written (write_str), so the bytes are UTF-8.
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl std::fmt::Write for Stack {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(std::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// The shortest digits that read back as `x` (`{:e}`) when `x` is a normal float and they
+/// number at most 6: then they are what both references print. Avro's `_float32` takes the
+/// first of 1, 2, ... correctly rounded digits whose value reads back, and protobuf's
+/// `ToShortestFloat` the first of 6, 7, ...; fewer digits than the shortest never read back,
+/// and rounded to n >= those digits (n <= 6) the value gives those digits padded with zeros
+/// (a normal float lies within 2^-24 of them, relatively; half the 6-digit grid's spacing is
+/// at least 5e-7), which read back. Both print the repr of the double nearest them: them.
+/// None otherwise (a subnormal, more digits): the caller searches.
+pub(crate) fn short_normal_f32(x: f32) -> Option<Stack> {
+    if !x.is_normal() {
+        return None;
+    }
+    let mut shortest = Stack::new();
+    write!(shortest, "{:e}", x).ok()?;
+    (significant_digits(shortest.as_str()) <= 6).then_some(shortest)
+}
+
+/// The mantissa digits of a `{:e}` text ("-1.2345e-7": 5).
+fn significant_digits(sci: &str) -> usize {
+    sci.split_once('e').map_or(0, |(m, _)| m.bytes().filter(u8::is_ascii_digit).count())
+}
+
+/// Whether the exact value of `x` (finite, not 0) lies halfway between two decimals of `n`
+/// significant digits: its exact decimal expansion has `n + 1` significant digits, the last
+/// a 5. Only then can the shortest digits (closest to `x` among those that read back) differ
+/// from the correctly rounded ones (ties to even) that Python's repr takes.
+fn may_tie(x: f64, n: usize) -> bool {
+    let bits = x.abs().to_bits();
+    let biased = (bits >> 52) as i32;
+    let fraction = bits & ((1u64 << 52) - 1);
+    let (mut m, mut e) = if biased == 0 { (fraction, -1074) } else { (fraction | (1u64 << 52), biased - 1075) };
+    if m == 0 {
+        return false;
+    }
+    let zeros = m.trailing_zeros();
+    m >>= zeros;
+    e += zeros as i32;
+    // x = m * 2^e exactly, m odd. Past these bounds the expansion has more than 18
+    // significant digits (n is at most 17): no tie.
+    let mut v: u128 = if e >= 0 {
+        if e > 70 {
+            return false;
+        }
+        u128::from(m) << e
+    } else {
+        if -e > 27 {
+            return false;
+        }
+        u128::from(m) * 5u128.pow((-e) as u32)
+    };
+    while v % 10 == 0 {
+        v /= 10;
+    }
+    let last = v % 10;
+    let mut digits = 0;
+    while v > 0 {
+        v /= 10;
+        digits += 1;
+    }
+    digits == n + 1 && last == 5
+}
+
 /// Python's `repr` of a finite double: the shortest digits that read back, in fixed
 /// notation when the decimal point falls within -4 < decpt <= 16, else `d.ddde±XX`.
 fn push_py_repr(out: &mut String, x: f64) {
@@ -670,22 +779,52 @@ fn push_py_repr(out: &mut String, x: f64) {
     }
     // The shortest digits that read back ("-1.2345e-7"); among strings of that length,
     // Python's repr takes the correctly rounded one (ties to even) when it reads back, where
-    // the shortest algorithm may take the other neighbour of a tie.
+    // the shortest algorithm may take the other neighbour of a tie (`may_tie`).
+    let mut sci = Stack::new();
+    if write!(sci, "{:e}", x).is_err() {
+        return push_py_repr_slow(out, x);
+    }
+    let length = significant_digits(sci.as_str());
+    if length > 0 && may_tie(x, length) {
+        let mut rounded = Stack::new();
+        if write!(rounded, "{:.*e}", length - 1, x).is_ok()
+            && rounded.as_str() != sci.as_str()
+            && rounded.as_str().parse::<f64>().ok() == Some(x)
+        {
+            sci = rounded;
+        }
+    }
+    push_sci_as_repr(out, sci.as_str());
+}
+
+/// [`push_py_repr`] with heap strings (a text that did not fit the stack buffer).
+fn push_py_repr_slow(out: &mut String, x: f64) {
     let mut sci = format!("{:e}", x);
-    let length = sci.split_once('e').map_or(0, |(m, _)| m.chars().filter(char::is_ascii_digit).count());
+    let length = significant_digits(&sci);
     if length > 0 {
         let rounded = format!("{:.*e}", length - 1, x);
         if rounded != sci && rounded.parse::<f64>().ok() == Some(x) {
             sci = rounded;
         }
     }
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    push_sci_as_repr(out, &sci);
+}
+
+/// A `{:e}` text ("-1.2345e-7") written as Python's repr lays its digits out.
+pub(crate) fn push_sci_as_repr(out: &mut String, sci: &str) {
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci, "0"));
     let exp: i64 = exp.parse().unwrap_or(0);
     let (negative, mantissa) = match mantissa.strip_prefix('-') {
         Some(m) => (true, m),
         None => (false, mantissa),
     };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let mut digit_buf = [0u8; 40];
+    let mut n = 0;
+    for b in mantissa.bytes().filter(|b| *b != b'.').take(digit_buf.len()) {
+        digit_buf[n] = b;
+        n += 1;
+    }
+    let digits = std::str::from_utf8(&digit_buf[..n]).unwrap_or("0");
     let decpt = exp + 1;
     if negative {
         out.push('-');
@@ -696,11 +835,11 @@ fn push_py_repr(out: &mut String, x: f64) {
             for _ in 0..(-decpt) {
                 out.push('0');
             }
-            out.push_str(&digits);
+            out.push_str(digits);
         } else {
             let point = decpt as usize;
             if point >= digits.len() {
-                out.push_str(&digits);
+                out.push_str(digits);
                 for _ in digits.len()..point {
                     out.push('0');
                 }
@@ -723,7 +862,7 @@ fn push_py_repr(out: &mut String, x: f64) {
         if magnitude < 10 {
             out.push('0');
         }
-        out.push_str(&magnitude.to_string());
+        let _ = write!(out, "{magnitude}");
     }
 }
 

@@ -60,6 +60,21 @@ pub enum Op {
     HeadersJson,
     /// `"CreateTime"` or `"LogAppendTime"` (with the quotes), by the batch's timestamp type.
     TimestampTypeJson,
+    /// The key decoded by its Confluent schema (a [`FieldDecoders`]'s): its JSON followed by
+    /// `,"key_schema_id":N`; a null key `null`. A key the decoders cannot render exactly
+    /// stops the region there: the caller renders that record on the reference path.
+    KeyDecoded,
+    /// The value, as [`Op::KeyDecoded`] (`,"value_schema_id":N`).
+    ValueDecoded,
+}
+
+/// Confluent-framed keys and values rendered as JSON by the schemas known so far
+/// (py_consume_decode.rs holds the compiled schemas): `push` appends the field's JSON and
+/// returns its schema id, or None (nothing appended) where the reference must decide (an
+/// unknown id, a payload the native renderer leaves to the reference, ...).
+pub trait FieldDecoders: Sync {
+    /// `scratch`: a buffer the renderer reuses from record to record.
+    fn push(&self, is_key: bool, field: &[u8], out: &mut Vec<u8>, scratch: &mut String) -> Option<i64>;
 }
 
 impl Op {
@@ -78,6 +93,8 @@ impl Op {
             10 => Op::ValueJson,
             11 => Op::HeadersJson,
             12 => Op::TimestampTypeJson,
+            13 => Op::KeyDecoded,
+            14 => Op::ValueDecoded,
             _ => return None,
         })
     }
@@ -126,6 +143,9 @@ pub struct Outcome {
     pub past_end: bool,
     /// A record at or past `hi` was reached: the read is over.
     pub reached_hi: bool,
+    /// The record at `next_index` is one the decoders cannot render: the caller renders it
+    /// on the reference path (it was neither taken nor rendered here), then goes on after it.
+    pub needs_reference: bool,
 }
 
 /// Decode `data` (`count` records, the reference's checks) and render the window's records
@@ -136,10 +156,11 @@ pub fn render_region(
     facts: BatchFacts,
     ops: &[Op],
     window: Window,
+    decoders: Option<&dyn FieldDecoders>,
     out: &mut Vec<u8>,
 ) -> Result<Outcome, Fault> {
     let decoded = records::decode_records(data, count)?;
-    Ok(render_decoded(data, &decoded, facts, ops, window, out))
+    Ok(render_decoded(data, &decoded, facts, ops, window, decoders, out))
 }
 
 fn render_decoded(
@@ -148,9 +169,11 @@ fn render_decoded(
     facts: BatchFacts,
     ops: &[Op],
     window: Window,
+    decoders: Option<&dyn FieldDecoders>,
     out: &mut Vec<u8>,
 ) -> Outcome {
     let mut o = Outcome { next_index: window.first_index, ..Outcome::default() };
+    let mut scratch = String::new();
     let records = decoded.records.get(window.first_index..).unwrap_or(&[]);
     for (i, r) in records.iter().enumerate() {
         let offset = i128::from(facts.base_offset) + i128::from(r.offset_delta);
@@ -163,20 +186,25 @@ fn render_decoded(
         if offset < window.lo {
             continue;
         }
-        o.taken += 1;
-        o.first_taken.get_or_insert(offset);
-        o.last_taken = Some(offset);
         let counted_out = window.max_render.is_some_and(|m| o.rendered >= m);
         if counted_out || window.end.is_some_and(|e| offset >= e) {
             o.first_unconsumed.get_or_insert(offset);
             o.past_end |= !counted_out;
         } else {
-            let record = Record { data, parts: r, decoded, offset, facts };
-            for op in ops {
-                record.push(op, out);
+            let record = Record { data, parts: r, decoded, offset, facts, decoders };
+            let mark = out.len();
+            if !ops.iter().all(|op| record.push(op, out, &mut scratch)) {
+                // Not this one: the record is left, untaken, to the reference.
+                out.truncate(mark);
+                o.next_index = window.first_index + i;
+                o.needs_reference = true;
+                return o;
             }
             o.rendered += 1;
         }
+        o.taken += 1;
+        o.first_taken.get_or_insert(offset);
+        o.last_taken = Some(offset);
         if o.taken >= window.max_take {
             return o;
         }
@@ -191,6 +219,7 @@ struct Record<'a> {
     decoded: &'a Decoded,
     offset: i128,
     facts: BatchFacts,
+    decoders: Option<&'a dyn FieldDecoders>,
 }
 
 impl Record<'_> {
@@ -209,7 +238,9 @@ impl Record<'_> {
         self.decoded.headers.get(self.parts.first_header..self.parts.end_header).unwrap_or(&[])
     }
 
-    fn push(&self, op: &Op, out: &mut Vec<u8>) {
+    /// Append the op's output; false (something appended, which the caller drops) where a
+    /// decoded field must be left to the reference.
+    fn push(&self, op: &Op, out: &mut Vec<u8>, scratch: &mut String) -> bool {
         match op {
             Op::Lit(bytes) => out.extend_from_slice(bytes),
             Op::Offset => push_int(out, self.offset),
@@ -258,7 +289,28 @@ impl Record<'_> {
             } else {
                 b"\"CreateTime\""
             }),
+            Op::KeyDecoded => return self.push_decoded(true, out, scratch),
+            Op::ValueDecoded => return self.push_decoded(false, out, scratch),
         }
+        true
+    }
+
+    /// A decoded key or value (`Op::KeyDecoded`): a null stays null; a record with headers
+    /// is the reference's (a header may carry another schema id).
+    fn push_decoded(&self, is_key: bool, out: &mut Vec<u8>, scratch: &mut String) -> bool {
+        let span = if is_key { self.parts.key } else { self.parts.value };
+        let Some(field) = self.field(span) else {
+            out.extend_from_slice(b"null");
+            return true;
+        };
+        let Some(decoders) = self.decoders else { return false };
+        if !self.headers().is_empty() {
+            return false;
+        }
+        let Some(id) = decoders.push(is_key, field, out, scratch) else { return false };
+        out.extend_from_slice(if is_key { b",\"key_schema_id\":" } else { b",\"value_schema_id\":" });
+        push_int(out, i128::from(id));
+        true
     }
 }
 

@@ -56,11 +56,15 @@
 //!   those of a decompressed batch (native/src/scan_search.rs, py_scan.rs).
 //! * `ConsumeFormat(ops)`: `plog consume`'s output format compiled once (a list of
 //!   `(code, literal)`: literal bytes and record fields; native/src/consume_render.rs).
+//! * `ConsumeDecoders(keys, values)`: the Confluent schemas compiled so far for `plog
+//!   consume`'s decoded keys and values, each a list of `(id bytes, AvroProgram |
+//!   ProtobufPlan, schema id)` (native/src/py_consume_decode.rs).
 //! * `ConsumeOutput()`: the bytes `render_consume` appends to (`take()` -> bytes,
 //!   `extend(bytes)`, `len()`).
 //! * `render_consume(fmt, out, data, count, base_offset, base_timestamp, log_append_time,
-//!   first_index, lo, hi, max_take, end=None, max_render=None) -> (next_index, taken,
-//!   rendered, first_taken, last_taken, first_unconsumed, past_end, reached_hi)`: the JSON
+//!   first_index, lo, hi, max_take, end=None, max_render=None, decoders=None) -> (next_index,
+//!   taken, rendered, first_taken, last_taken, first_unconsumed, past_end, reached_hi,
+//!   needs_reference)`: the JSON
 //!   lines or kcat template output of one v2 batch's records region, taken and cut as the
 //!   consume loop does, appended to `out` (engine/clients/record_io.py;
 //!   native/src/py_consume_render.rs).
@@ -105,6 +109,7 @@ mod fault;
 mod protobuf_json;
 mod py_arrow_columns;
 mod py_avro_json;
+mod py_consume_decode;
 mod py_consume_render;
 mod py_protobuf_json;
 mod py_recovery;
@@ -582,6 +587,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py_arrow_columns::register(m)?;
     py_scan::register(m)?;
     py_consume_render::register(m)?;
+    py_consume_decode::register(m)?;
     py_recovery::register(m)?;
     py_avro_json::register(m)?;
     py_protobuf_json::register(m)?;

@@ -33,7 +33,7 @@
 
 use std::fmt::Write;
 
-use crate::avro_json::{push_f64, push_json_str};
+use crate::avro_json::{push_f64, push_json_str, push_sci_as_repr, short_normal_f32};
 
 /// Deeper messages go to the reference path (the runtime's own recursion limit is 100).
 const MAX_DEPTH: usize = 64;
@@ -176,7 +176,8 @@ fn fixed(buf: &[u8], pos: &mut usize, width: usize) -> Option<u64> {
 /// skipped where `unknown_ok`, else None (a map entry with one is kept by the runtime as an
 /// unknown field of the map's message, not as an entry).
 fn scan(msg: &Message, buf: &[u8], unknown_ok: bool) -> Option<Vec<Occ>> {
-    let mut occs = Vec::new();
+    // Room for one value per field (the common message) before any growth.
+    let mut occs = Vec::with_capacity(msg.fields.len().min(buf.len()) + 1);
     let mut pos = 0usize;
     while pos < buf.len() {
         let tag = varint32(buf, &mut pos)?;
@@ -224,6 +225,11 @@ pub(crate) fn render(plan: &Plan, root: usize, payload: &[u8]) -> Option<String>
     Some(out)
 }
 
+/// [`render`] appended to `out`; on None, `out` holds part of it (the caller drops it).
+pub(crate) fn render_into(plan: &Plan, root: usize, payload: &[u8], out: &mut String) -> Option<()> {
+    message(plan, root, payload, out, 0)
+}
+
 /// The message indexes at `buf[*pos..]` as the Confluent serializers write them (a zig-zag
 /// count, 0 the short form of `[0]`, then zig-zag indexes), then the root they name.
 pub(crate) fn root_of(plan: &Plan, buf: &[u8], pos: &mut usize) -> Option<usize> {
@@ -234,18 +240,25 @@ pub(crate) fn root_of(plan: &Plan, buf: &[u8], pos: &mut usize) -> Option<usize>
         Some(v)
     };
     let count = next(pos)?;
-    let mut path: Vec<u64> = Vec::new();
     if count == 0 {
-        path.push(0);
-    } else {
-        if count < 0 || count as u64 > (buf.len() - *pos) as u64 {
-            return None;
-        }
-        for _ in 0..count {
-            path.push(u64::try_from(next(pos)?).ok()?);
+        return plan.roots.iter().find(|(p, _)| p.as_slice() == [0]).map(|(_, m)| *m);
+    }
+    if count < 0 || count as u64 > (buf.len() - *pos) as u64 {
+        return None;
+    }
+    // Short paths (every real schema's) on the stack.
+    let mut short = [0u64; 8];
+    let mut long: Vec<u64> = Vec::new();
+    for i in 0..count as usize {
+        let index = u64::try_from(next(pos)?).ok()?;
+        if count <= 8 {
+            short[i] = index;
+        } else {
+            long.push(index);
         }
     }
-    plan.roots.iter().find(|(p, _)| *p == path).map(|(_, m)| *m)
+    let path: &[u64] = if count <= 8 { &short[..count as usize] } else { &long };
+    plan.roots.iter().find(|(p, _)| p.as_slice() == path).map(|(_, m)| *m)
 }
 
 fn unzigzag(n: u64) -> i64 {
@@ -271,7 +284,7 @@ fn message(plan: &Plan, index: usize, buf: &[u8], out: &mut String, depth: usize
     if !occs.windows(2).all(|w| w[0].rank <= w[1].rank) {
         occs.sort_by_key(|o| o.rank); // stable: wire order kept within a field
     }
-    let mut printed = vec![false; msg.fields.len()];
+    let mut printed = Printed::new(msg.fields.len());
     out.push('{');
     let mut first = true;
     let mut i = 0;
@@ -308,7 +321,7 @@ fn message(plan: &Plan, index: usize, buf: &[u8], out: &mut String, depth: usize
             singular_field(plan, field, group, buf, out, depth)?
         };
         if shown {
-            printed[fi] = true;
+            printed.set(fi);
             first = false;
         } else {
             out.truncate(mark);
@@ -319,10 +332,39 @@ fn message(plan: &Plan, index: usize, buf: &[u8], out: &mut String, depth: usize
     Some(())
 }
 
+/// Which fields of a message were printed: bits on the stack for up to 128 fields (no
+/// allocation per message), a vector beyond.
+struct Printed {
+    bits: u128,
+    more: Vec<bool>,
+}
+
+impl Printed {
+    fn new(fields: usize) -> Printed {
+        Printed { bits: 0, more: if fields > 128 { vec![false; fields] } else { Vec::new() } }
+    }
+
+    fn set(&mut self, i: usize) {
+        if self.more.is_empty() {
+            self.bits |= 1u128 << i;
+        } else {
+            self.more[i] = true;
+        }
+    }
+
+    fn get(&self, i: usize) -> bool {
+        if self.more.is_empty() {
+            self.bits & (1u128 << i) != 0
+        } else {
+            self.more[i]
+        }
+    }
+}
+
 /// The fields without presence not printed yet, in declaration order, with their defaults.
-fn push_defaults(plan: &Plan, msg: &Message, printed: &[bool], mut first: bool, out: &mut String) -> Option<()> {
+fn push_defaults(plan: &Plan, msg: &Message, printed: &Printed, mut first: bool, out: &mut String) -> Option<()> {
     for (fi, field) in msg.fields.iter().enumerate() {
-        if printed[fi] || field.presence {
+        if printed.get(fi) || field.presence {
             continue;
         }
         if !first {
@@ -535,6 +577,10 @@ fn scalar(plan: &Plan, kind: Kind, o: &Occ, buf: &[u8], out: &mut String) -> Opt
 fn push_f32(out: &mut String, x: f32) -> Option<()> {
     if x.is_nan() || x.is_infinite() {
         push_f64(out, f64::from(x)); // "NaN", "Infinity", "-Infinity", as MessageToDict maps them
+        return Some(());
+    }
+    if let Some(short) = short_normal_f32(x) {
+        push_sci_as_repr(out, short.as_str());
         return Some(());
     }
     let wide = f64::from(x);

@@ -11,8 +11,8 @@ use crate::{guarded, ByteView};
 /// A compiled schema (`avro_program`), held by the Python codec for its life.
 #[pyclass(frozen, module = "plog._native")]
 pub struct AvroProgram {
-    nodes: Vec<Node>,
-    root: usize,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) root: usize,
 }
 
 fn node_from(item: &Bound<'_, PyAny>) -> PyResult<Node> {

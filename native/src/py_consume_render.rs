@@ -6,7 +6,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
-use crate::consume_render::{self, BatchFacts, Op, Window};
+use crate::consume_render::{self, BatchFacts, FieldDecoders, Op, Window};
+use crate::py_consume_decode::ConsumeDecoders;
 use crate::{guarded, raise, run_region, ByteView};
 
 /// A compiled output format: `ConsumeFormat([(code, literal), ...])`, code 0 with a bytes
@@ -73,13 +74,14 @@ impl ConsumeOutput {
 }
 
 /// `render_consume(fmt, out, data, count, base_offset, base_timestamp, log_append_time,
-/// first_index, lo, hi, max_take, end, max_render)` -> `(next_index, taken, rendered,
-/// first_taken, last_taken, first_unconsumed, past_end, reached_hi)`, the output appended to
-/// `out` (a `ConsumeOutput`); see consume_render.rs (`Window`, `Outcome`). Raises
+/// first_index, lo, hi, max_take, end, max_render, decoders=None)` -> `(next_index, taken,
+/// rendered, first_taken, last_taken, first_unconsumed, past_end, reached_hi,
+/// needs_reference)`, the output appended to `out` (a `ConsumeOutput`); see consume_render.rs
+/// (`Window`, `Outcome`; `decoders`, a `ConsumeDecoders`, for the decoded-field ops). Raises
 /// NativeFormatError (position None) when the region does not decode, `out` left as it was.
 #[pyfunction]
 #[pyo3(signature = (fmt, out, data, count, base_offset, base_timestamp, log_append_time, first_index, lo, hi,
-                    max_take, end=None, max_render=None))]
+                    max_take, end=None, max_render=None, decoders=None))]
 #[allow(clippy::too_many_arguments)]
 fn render_consume<'py>(
     py: Python<'py>,
@@ -96,12 +98,14 @@ fn render_consume<'py>(
     max_take: usize,
     end: Option<i128>,
     max_render: Option<usize>,
+    decoders: Option<&Bound<'py, ConsumeDecoders>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     if max_take == 0 {
         return Err(PyValueError::new_err("max_take must be at least 1"));
     }
     let view = ByteView::new(data)?;
     let ops = &fmt.get().ops;
+    let decoders: Option<&dyn FieldDecoders> = decoders.map(|d| d.get() as &dyn FieldDecoders);
     let mut out = out.try_borrow_mut()?;
     guarded(None, || {
         let facts = BatchFacts { base_offset, base_timestamp, log_append_time };
@@ -111,7 +115,7 @@ fn render_consume<'py>(
         let mut pass = |d: &[u8]| {
             // The output grows with the records rendered (never by a count read from the
             // bytes); the region is decoded whole before any of it is rendered.
-            consume_render::render_region(d, count, facts, ops, window, buf)
+            consume_render::render_region(d, count, facts, ops, window, decoders, buf)
         };
         let outcome = if view.readonly() { run_region(py, bytes, pass) } else { pass(bytes) }.map_err(raise)?;
         (
@@ -123,6 +127,7 @@ fn render_consume<'py>(
             outcome.first_unconsumed,
             outcome.past_end,
             outcome.reached_hi,
+            outcome.needs_reference,
         )
             .into_pyobject(py)
     })

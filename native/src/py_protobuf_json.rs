@@ -11,7 +11,7 @@ use crate::{guarded, run_region, ByteView};
 /// A compiled schema (`protobuf_plan`), held by the Python codec for its life.
 #[pyclass(frozen, module = "plog._native")]
 pub struct ProtobufPlan {
-    plan: Plan,
+    pub(crate) plan: Plan,
 }
 
 fn kind_from(tag: &str, arg: Option<usize>) -> PyResult<Kind> {
