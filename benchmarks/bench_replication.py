@@ -36,6 +36,23 @@ Figures (issue 9), with plog's engine API in this process (no CLI, no child plog
   fetch) and producer snapshots on each broker's restart history, so they may differ without
   the replica's data differing.
 
+* ``catch_up.cp_*``: the peer of the catch-up, measured in the same run right after it:
+  ``cp -r`` of the leader's replica of the partition (every byte the follower holds, and
+  more) to a fresh folder on the same file system (``cp_seconds``, ``cp_bytes``,
+  ``cp_mb_per_s``), then ``sync -f`` of it (``cp_sync_seconds``: the copy made durable, as
+  the catch-up is at close). ``ratio_vs_cp`` = catch-up MB/s / cp MB/s (without the sync:
+  the stricter figure). Target: >= 0.5.
+* ``leader_append``: ``Log.append_batches_as_leader`` alone (in this process, no producer,
+  no fsync: ``plog.fsync.on.produce`` off and no flush): ~1 M records of 100-byte values in
+  ~16 KiB batches (``formats.record_batch.encode_batch``, one idempotent producer, its
+  sequences in order) appended in requests of 64 batches to a fresh log; ``seconds`` and
+  ``batches_per_s``.
+
+Both paths: the whole measurement runs twice, in child processes of this script, once on
+the native path and once with ``PLOG_NATIVE=0`` (the pure-Python reference). ``figures``
+holds the native path's figures (the keys as before); ``plog`` the same figures and
+``plog_python`` those of the Python path, side by side.
+
 Prints one JSON object (see workloads.emit).
 Usage: python benchmarks/bench_replication.py [--records N] [--catch-up-mib M] [--reps N]
        [--quick] [--dir DIR] [--output FILE]
@@ -63,7 +80,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from workloads import emit, json_events  # noqa: E402
 
 TOPIC = "bench"
-TARGETS = {"rf3_rf1_ratio": 0.5}
+TARGETS = {"rf3_rf1_ratio": 0.5, "catch_up_vs_cp": 0.5}
 VALUE_BYTES = 100
 CHUNK = 50_000  # values handed to send_values at a time while producing the catch-up data
 
@@ -176,87 +193,112 @@ def main() -> None:
     ap.add_argument("--dir", help="where the data directories go (default: the temp dir)")
     ap.add_argument("--output", "--json", dest="output", help="also write the result to this file")
     ap.add_argument("--catch-up-child", help=argparse.SUPPRESS)
+    ap.add_argument("--path-child", choices=("native", "python"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.catch_up_child:
         catch_up_child(args.catch_up_child)
         return
     if args.quick:
         args.records, args.catch_up_mib, args.reps = 100_000, 32.0, 1
-    from plog.engine.cluster.brokers import stop_broker
-    from plog.engine.storage.file_names import TopicPartition
-
-    n = args.records
-    load = os.getloadavg()
+    if args.path_child:
+        print(json.dumps(measure(args)))
+        return
     started = time.perf_counter()
-    values = _values(n)
+    load = os.getloadavg()
+    paths = {}
+    for path in ("python", "native"):
+        env = {k: v for k, v in os.environ.items() if k != "PLOG_NATIVE"}
+        if path == "python":
+            env["PLOG_NATIVE"] = "0"
+        argv = [sys.executable, os.path.abspath(__file__), "--path-child", path, "--records", str(args.records),
+                "--catch-up-mib", str(args.catch_up_mib), "--reps", str(args.reps)]
+        if args.dir:
+            argv += ["--dir", args.dir]
+        child = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=env)
+        if child.returncode != 0:
+            raise SystemExit(f"the {path} path's measurement failed (exit {child.returncode})")
+        paths[path] = json.loads(child.stdout.strip().splitlines()[-1])
+    native, python = paths["native"], paths["python"]
+    result = {
+        "benchmark": "replication: produce RF3 vs RF1, follower catch-up",
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": [round(x, 2) for x in load],
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "records": args.records,
+        "value_bytes": VALUE_BYTES,
+        "reps": args.reps,
+        "producer": {"acks": "all", "enable_idempotence": True, "api": "Producer.send_values",
+                     "rf3": "replicas [1,2,3], min.insync.replicas 2"},
+        "seconds": round(time.perf_counter() - started, 1),
+        "figures": native["figures"],
+        "plog": native["figures"],
+        "plog_python": python["figures"],
+        "native_module": native["native_module"],
+    }
+    catch_up = native["figures"]["catch_up"]
+    result["targets_met"] = {"produce_ratio": native["figures"]["produce"]["met"],
+                             "catch_up_parity": catch_up["parity"],
+                             "catch_up_vs_cp": catch_up["ratio_vs_cp"] >= TARGETS["catch_up_vs_cp"],
+                             "python_produce_ratio": python["figures"]["produce"]["met"],
+                             "python_catch_up_parity": python["figures"]["catch_up"]["parity"]}
+    emit(result, args.output)
+
+
+def leader_append(tmp: Path, records: int = 1_000_000) -> dict:
+    """``Log.append_batches_as_leader`` alone: see the module docstring (``leader_append``)."""
+    from plog.engine.storage.log import Log
+    from plog.engine.storage.log_config import LogConfig
+    from plog.formats.record_batch import encode_batch
+
+    per = 16384 // (VALUE_BYTES + 10)
+    value = b"v" * VALUE_BYTES
+    batches = []
+    for i in range(-(-records // per)):
+        batches.append(encode_batch([(j, 1_700_000_000_000 + i, None, value) for j in range(per)],
+                                    producer_id=1, producer_epoch=0, base_sequence=i * per))
+    log = Log.open(tmp / "append-0", LogConfig(fsync_on_produce=False))
+    t0, c0 = time.perf_counter(), time.process_time()
+    for r in range(0, len(batches), 64):
+        log.append_batches_as_leader(batches[r:r + 64], leader_epoch=0)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    n = log.log_end_offset
+    log.close()
+    shutil.rmtree(tmp / "append-0")
+    return {"records": n, "batches": len(batches), "bytes": sum(map(len, batches)), "seconds": round(wall, 3),
+            "cpu_seconds": round(cpu, 3), "batches_per_s": round(len(batches) / wall),
+            "records_per_s": round(n / wall)}
+
+
+def cp_peer(src: Path, dst: Path) -> dict:
+    """``cp -r src dst``, then ``sync -f dst``, timed (the catch-up's peer)."""
+    nbytes = sum(p.stat().st_size for p in src.iterdir() if p.is_file())
+    t0 = time.perf_counter()
+    subprocess.run(["cp", "-r", str(src), str(dst)], check=True)
+    copied = time.perf_counter() - t0
+    subprocess.run(["sync", "-f", str(dst)], check=True)
+    synced = time.perf_counter() - t0
+    shutil.rmtree(dst, ignore_errors=True)
+    return {"cp_bytes": nbytes, "cp_seconds": round(copied, 3), "cp_sync_seconds": round(synced, 3),
+            "cp_mb_per_s": round(nbytes / copied / 1e6, 1), "cp_sync_mb_per_s": round(nbytes / synced / 1e6, 1)}
+
+
+def measure(args) -> dict:
+    """Every figure on this process's path (``PLOG_NATIVE`` as the parent set it)."""
+    from plog.formats import native as native_path
+
+    values = _values(args.records)
     tmp = Path(tempfile.mkdtemp(prefix="plog-bench-repl-", dir=args.dir))
-    runs: dict[str, list[float]] = {}
     try:
-        for rep in range(args.reps):
-            walls = {}
-            for name, brokers, rf in (("rf1", 1, 1), ("rf3", 3, 3)):
-                path = tmp / f"{name}-{rep}"
-                dd = make_data_dir(path, brokers, rf)
-                wall, cpu, sent = produce(dd, values)
-                assert sent == n
-                walls[name] = wall
-                for k, v in (("", n / wall), ("_cpu", n / cpu), ("_mb", n * VALUE_BYTES / wall / 1e6)):
-                    runs.setdefault(name + k, []).append(v)
-                if name == "rf1" or rep < args.reps - 1:
-                    shutil.rmtree(path)
-            runs.setdefault("ratio", []).append(walls["rf1"] / walls["rf3"])
-            runs.setdefault("ratio_cpu", []).append(runs["rf3_cpu"][-1] / runs["rf1_cpu"][-1])
-            print(f"rep {rep + 1}: rf1 {runs['rf1'][-1]:,.0f} records/s, rf3 {runs['rf3'][-1]:,.0f} records/s, "
-                  f"ratio {runs['ratio'][-1]:.2f}", file=sys.stderr)
-
-        # -- follower catch-up on the last RF 3 directory --------------------------------------
-        from plog.engine.cluster.data_dir import DataDir
-
-        path = tmp / f"rf3-{args.reps - 1}"
-        dd = DataDir.open(path)
-        tp = TopicPartition(TOPIC, 0)
-        stop = stop_broker(dd, 3)
-        dd.reload()
-        isr_stopped = list(dd.partition_state(tp).isr)
-        m = int(args.catch_up_mib * (1 << 20)) // VALUE_BYTES
+        runs = produce_runs(tmp, values, args.reps)
         pool = values[: min(len(values), 100_000)]
         del values
-        wall, cpu, sent = produce(dd, islice(cycle(pool), m))
-        produced_while_stopped = {"records": sent, "value_bytes": sent * VALUE_BYTES, "seconds": round(wall, 2),
-                                  "records_per_s": round(sent / wall),
-                                  "mb_per_s": round(sent * VALUE_BYTES / wall / 1e6, 1),
-                                  "isr": isr_stopped}
-        print(f"produced {sent:,} records ({sent * VALUE_BYTES / 1e6:,.0f} MB of values) with broker 3 stopped "
-              f"in {wall:.1f} s; starting broker 3", file=sys.stderr)
-        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--catch-up-child", str(path)],
-                               capture_output=True, text=True)
-        if child.returncode != 0:
-            raise SystemExit(f"catch-up child failed (exit {child.returncode}): {child.stderr[-3000:]}")
-        got = json.loads(child.stdout.strip().splitlines()[-1])
-        dd.reload()
-        state = dd.partition_state(tp)
-        desc = {r.broker: r for r in dd.describe_partitions(TOPIC)[0].replica_states}
-        files = compare_replicas(dd, tp, state.leader, 3)
-        in_sync = (3 in state.isr and desc[3].log_end_offset == desc[state.leader].log_end_offset
-                   and desc[3].high_watermark == desc[state.leader].high_watermark)
-        catch_up = {
-            "bytes_fetched": got["bytes"],
-            "records_fetched": got["records"],
-            "fetches": got["fetches"],
-            "seconds": round(got["seconds"], 2),
-            "cpu_seconds": round(got["cpu_seconds"], 2),
-            "mb_per_s": round(got["bytes"] / got["seconds"] / 1e6, 1),
-            "peak_rss_mb": round(got["peak_rss_kib"] / 1024, 1),
-            "baseline_rss_mb": round(got["baseline_rss_kib"] / 1024, 1),
-            "truncations": got["truncations"],
-            "events": [e.describe() for e in stop.events] + got["events"],
-            "leader": state.leader,
-            "isr_after": list(state.isr),
-            "log_end_offset": {"leader": desc[state.leader].log_end_offset, "broker_3": desc[3].log_end_offset},
-            "high_watermark": {"leader": desc[state.leader].high_watermark, "broker_3": desc[3].high_watermark},
-            **files,
-            "parity": files["log_parity"] and in_sync,
-        }
+        produced_while_stopped, catch_up = measure_catch_up(tmp / f"rf3-{args.reps - 1}", pool, args.catch_up_mib)
+        catch_up.update(cp_peer(Path(catch_up.pop("leader_path")), tmp / "cp-peer"))
+        catch_up["ratio_vs_cp"] = round(catch_up["mb_per_s"] / catch_up["cp_mb_per_s"], 2)
+        catch_up["target_ratio_vs_cp"] = TARGETS["catch_up_vs_cp"]
+        appended = leader_append(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -269,19 +311,8 @@ def main() -> None:
                 "records_per_cpu_s": round(med(name + "_cpu"))}
 
     ratio = med("ratio")
-    result = {
-        "benchmark": "replication: produce RF3 vs RF1, follower catch-up",
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "load_average_at_start": [round(x, 2) for x in load],
-        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
-        "records": n,
-        "value_bytes": VALUE_BYTES,
-        "reps": args.reps,
-        "producer": {"acks": "all", "enable_idempotence": True, "api": "Producer.send_values",
-                     "rf3": "replicas [1,2,3], min.insync.replicas 2"},
-        "seconds": round(time.perf_counter() - started, 1),
+    return {
+        "native_module": native_path.active(),
         "figures": {
             "produce": {"rf1": figure("rf1"), "rf3": figure("rf3"), "ratio": round(ratio, 2),
                         "ratio_spread": [round(min(runs["ratio"]), 2), round(max(runs["ratio"]), 2)],
@@ -289,11 +320,85 @@ def main() -> None:
                         "target_ratio": TARGETS["rf3_rf1_ratio"], "met": ratio >= TARGETS["rf3_rf1_ratio"]},
             "produced_while_broker_3_stopped": produced_while_stopped,
             "catch_up": catch_up,
+            "leader_append": appended,
         },
     }
-    result["targets_met"] = {"produce_ratio": result["figures"]["produce"]["met"],
-                             "catch_up_parity": catch_up["parity"]}
-    emit(result, args.output)
+
+
+def produce_runs(tmp: Path, values: list, reps: int) -> dict[str, list[float]]:
+    """RF 1 and RF 3 produce, ``reps`` times; the last RF 3 directory is kept (the catch-up's)."""
+    n = len(values)
+    runs: dict[str, list[float]] = {}
+    for rep in range(reps):
+        walls = {}
+        for name, brokers, rf in (("rf1", 1, 1), ("rf3", 3, 3)):
+            path = tmp / f"{name}-{rep}"
+            dd = make_data_dir(path, brokers, rf)
+            wall, cpu, sent = produce(dd, values)
+            assert sent == n
+            walls[name] = wall
+            for k, v in (("", n / wall), ("_cpu", n / cpu), ("_mb", n * VALUE_BYTES / wall / 1e6)):
+                runs.setdefault(name + k, []).append(v)
+            if name == "rf1" or rep < reps - 1:
+                shutil.rmtree(path)
+        runs.setdefault("ratio", []).append(walls["rf1"] / walls["rf3"])
+        runs.setdefault("ratio_cpu", []).append(runs["rf3_cpu"][-1] / runs["rf1_cpu"][-1])
+        print(f"rep {rep + 1}: rf1 {runs['rf1'][-1]:,.0f} records/s, rf3 {runs['rf3'][-1]:,.0f} records/s, "
+              f"ratio {runs['ratio'][-1]:.2f}", file=sys.stderr)
+    return runs
+
+
+def measure_catch_up(path: Path, pool: list, catch_up_mib: float) -> tuple[dict, dict]:
+    """Stop broker 3 of the RF 3 directory ``path``, produce ``catch_up_mib`` MiB, time its
+    restart in a child: (what was produced meanwhile, the catch-up's figures; the latter's
+    ``leader_path`` is the leader's replica folder, for the cp peer)."""
+    from plog.engine.cluster.brokers import stop_broker
+    from plog.engine.cluster.data_dir import DataDir
+    from plog.engine.storage.file_names import TopicPartition
+
+    dd = DataDir.open(path)
+    tp = TopicPartition(TOPIC, 0)
+    stop = stop_broker(dd, 3)
+    dd.reload()
+    isr_stopped = list(dd.partition_state(tp).isr)
+    m = int(catch_up_mib * (1 << 20)) // VALUE_BYTES
+    wall, cpu, sent = produce(dd, islice(cycle(pool), m))
+    produced_while_stopped = {"records": sent, "value_bytes": sent * VALUE_BYTES, "seconds": round(wall, 2),
+                              "records_per_s": round(sent / wall),
+                              "mb_per_s": round(sent * VALUE_BYTES / wall / 1e6, 1),
+                              "isr": isr_stopped}
+    print(f"produced {sent:,} records ({sent * VALUE_BYTES / 1e6:,.0f} MB of values) with broker 3 stopped "
+          f"in {wall:.1f} s; starting broker 3", file=sys.stderr)
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--catch-up-child", str(path)],
+                           capture_output=True, text=True)
+    if child.returncode != 0:
+        raise SystemExit(f"catch-up child failed (exit {child.returncode}): {child.stderr[-3000:]}")
+    got = json.loads(child.stdout.strip().splitlines()[-1])
+    dd.reload()
+    state = dd.partition_state(tp)
+    desc = {r.broker: r for r in dd.describe_partitions(TOPIC)[0].replica_states}
+    files = compare_replicas(dd, tp, state.leader, 3)
+    in_sync = (3 in state.isr and desc[3].log_end_offset == desc[state.leader].log_end_offset
+               and desc[3].high_watermark == desc[state.leader].high_watermark)
+    return produced_while_stopped, {
+        "bytes_fetched": got["bytes"],
+        "records_fetched": got["records"],
+        "fetches": got["fetches"],
+        "seconds": round(got["seconds"], 2),
+        "cpu_seconds": round(got["cpu_seconds"], 2),
+        "mb_per_s": round(got["bytes"] / got["seconds"] / 1e6, 1),
+        "peak_rss_mb": round(got["peak_rss_kib"] / 1024, 1),
+        "baseline_rss_mb": round(got["baseline_rss_kib"] / 1024, 1),
+        "truncations": got["truncations"],
+        "events": [e.describe() for e in stop.events] + got["events"],
+        "leader": state.leader,
+        "isr_after": list(state.isr),
+        "log_end_offset": {"leader": desc[state.leader].log_end_offset, "broker_3": desc[3].log_end_offset},
+        "high_watermark": {"leader": desc[state.leader].high_watermark, "broker_3": desc[3].high_watermark},
+        **files,
+        "parity": files["log_parity"] and in_sync,
+        "leader_path": str(dd.partition_path(tp, state.leader)),
+    }
 
 
 if __name__ == "__main__":

@@ -457,7 +457,7 @@ class ReplicaFetcher:
         advance_high_watermark(leader, isr, leader_id, followers)
         records = 0
         if data:
-            info = follower.append_as_follower(bytes(data), flush=False)
+            info = follower.append_as_follower(data, flush=False)  # the read's own buffer: no copy
             records = info.last_offset - info.first_offset + 1
         follower.high_watermark = max(follower.log_start_offset, min(hw_in_response, follower.log_end_offset))
         if follower.log_start_offset < leader.log_start_offset <= follower.high_watermark:

@@ -295,12 +295,24 @@ class ClusterWriter:
                 raise NotEnoughReplicasError(
                     f"The size of the current ISR {id_list(state.isr)} is insufficient to satisfy the min.isr "
                     f"requirement of {min_isr} for partition {tp}")
-        infos = leader.append_batches_as_leader(batches, leader_epoch=state.leader_epoch)
+        before = leader.log_end_offset
+        try:
+            infos = leader.append_batches_as_leader(batches, leader_epoch=state.leader_epoch)
+        except BaseException:
+            # The batches before the failing one are in the leader's log, as after as many
+            # calls of append: they are replicated (and waited for) at flush like those.
+            if leader.log_end_offset > before:
+                self._appended(tp, leader, leader.log_end_offset, len(state.isr), acks)
+            raise
         if infos:
-            self._dirty.setdefault(tp, [leader])
-            if acks == -1:
-                self._acks.append((tp, infos[-1].last_offset + 1, len(state.isr)))
+            self._appended(tp, leader, infos[-1].last_offset + 1, len(state.isr), acks)
         return infos
+
+    def _appended(self, tp, leader: Log, end_offset: int, isr_size: int, acks: int) -> None:
+        """Mark ``tp`` for replication at flush, and with acks=all wait there for ``end_offset``."""
+        self._dirty.setdefault(tp, [leader])
+        if acks == -1:
+            self._acks.append((tp, end_offset, isr_size))
 
     def append_control(self, tp, producer_id: int, producer_epoch: int, *, commit: bool) -> LogAppendInfo:
         """Write a transaction marker to the leader of ``tp``; followers fetch it at flush."""

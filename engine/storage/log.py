@@ -37,6 +37,7 @@ from plog.formats.record_batch import (
 )
 from plog.formats.records import LOG_APPEND_TIME
 
+from plog.engine.storage import append_fast
 from plog.engine.storage.log_config import LogConfig
 from plog.engine.storage.leader_epoch_cache import LeaderEpochCache
 from plog.engine.errors import (
@@ -183,7 +184,12 @@ class Log:
                                  origin: str = "client") -> list[LogAppendInfo]:
         """:meth:`append_as_leader` of each of ``batches`` (one producer batch each) in turn,
         with ``flush=False``: the same bytes, offsets, indexes and producer state. A batch that
-        fails raises after the ones before it were appended."""
+        fails raises after the ones before it were appended.
+
+        With the native module, client batches take :mod:`~plog.engine.storage.append_fast`'s
+        path: one native check of the batches, one write per segment (the same files)."""
+        if append_fast.enabled and origin == "client":
+            return append_fast.append_batches_as_leader(self, batches, leader_epoch, LogAppendInfo)
         return [self.append_as_leader(b, leader_epoch=leader_epoch, origin=origin, flush=False) for b in batches]
 
     def _validate_producer_batch(self, buf: bytearray, origin: str) -> RecordBatch:
@@ -236,6 +242,10 @@ class Log:
     def append_as_follower(self, records: bytes, *, flush: bool = True) -> LogAppendInfo:
         """Append batches that already carry their offsets (replication, repair tools):
         offsets must start at the LEO and increase."""
+        if append_fast.enabled:
+            info = append_fast.append_as_follower(self, records, flush, LogAppendInfo)
+            if info is not None:
+                return info
         self._check_open()
         buf = bytes(records)
         batches = list(BatchIterator(buf))

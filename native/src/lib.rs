@@ -86,6 +86,15 @@
 //!   payload, start=0, root=None) -> str | None`: a Confluent Protobuf payload (message indexes
 //!   first when `root` is None) as the JSON text engine/schemas/protobuf_codec.py renders;
 //!   None where that reference must run (native/src/protobuf_json.rs).
+//! * `append_producer_batches(batches, start, max_message_bytes, segment_bytes, compact)`
+//!   -> a list of `(size, last_offset_delta, max_timestamp, producer_id, producer_epoch,
+//!   base_sequence, transactional)`, one per producer batch of `batches[start:]` a leader
+//!   appends on the fast path (engine/storage/append_fast.py), up to the first it leaves to
+//!   the reference loop (native/src/append.rs).
+//! * `append_replica_batches(buf, expected) -> list | None`: the batches of a follower's
+//!   fetch as `(size, base_offset, last_offset, max_timestamp, partition_leader_epoch,
+//!   producer_id, producer_epoch, base_sequence, attributes, records_count)`, or None when
+//!   the reference must append them (native/src/append.rs).
 //!
 //! Safety: the only `unsafe` is the view of a Python buffer's bytes (`ByteView`). Panics
 //! cannot cross into Python: every entry point runs under `guarded`, which turns one into a
@@ -99,6 +108,7 @@ use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+mod append;
 mod arrow_columns;
 mod avro_json;
 mod consume_render;
@@ -107,6 +117,7 @@ mod dump_batch;
 mod dump_text;
 mod fault;
 mod protobuf_json;
+mod py_append;
 mod py_arrow_columns;
 mod py_avro_json;
 mod py_consume_decode;
@@ -591,5 +602,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py_recovery::register(m)?;
     py_avro_json::register(m)?;
     py_protobuf_json::register(m)?;
+    py_append::register(m)?;
     Ok(())
 }

@@ -1,0 +1,191 @@
+//! The write side's batch checks (engine/storage/append_fast.py): which producer batches a
+//! leader may append on the fast path, and what a follower's fetched bytes hold.
+//!
+//! Both answer "plain, and here are the numbers the append needs" or "not plain": the
+//! Python side hands anything that is not plain to the reference loop (`Log.append_as_leader`,
+//! `Log.append_as_follower`), which raises the typed error or handles the unusual batch. So
+//! these checks must be at least as strict as the reference's: a batch they call plain is
+//! one the reference appends without raising, with these very numbers.
+
+use crate::crc::crc32c;
+use crate::records::decode_records;
+
+/// v2 batch header size (Kafka's `RECORD_BATCH_OVERHEAD`).
+pub const OVERHEAD: usize = 61;
+const LOG_OVERHEAD: usize = 12;
+const CRC_START: usize = 21;
+const COMPRESSION_MASK: i16 = 0x07;
+const TRANSACTIONAL: i16 = 0x10;
+const CONTROL: i16 = 0x20;
+
+fn be<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
+    b.get(at..at + N)?.try_into().ok()
+}
+
+fn i64_at(b: &[u8], at: usize) -> Option<i64> {
+    be(b, at).map(i64::from_be_bytes)
+}
+
+fn i32_at(b: &[u8], at: usize) -> Option<i32> {
+    be(b, at).map(i32::from_be_bytes)
+}
+
+fn i16_at(b: &[u8], at: usize) -> Option<i16> {
+    be(b, at).map(i16::from_be_bytes)
+}
+
+/// The header fields the appends use (a whole v2 batch of at least 61 bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Head {
+    pub base_offset: i64,
+    pub batch_length: i64,
+    pub partition_leader_epoch: i64,
+    pub magic: u8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i64,
+    pub base_sequence: i64,
+    pub records_count: i64,
+}
+
+pub fn head(b: &[u8]) -> Option<Head> {
+    Some(Head {
+        base_offset: i64_at(b, 0)?,
+        batch_length: i64::from(i32_at(b, 8)?),
+        partition_leader_epoch: i64::from(i32_at(b, 12)?),
+        magic: *b.get(16)?,
+        crc: u32::from_be_bytes(be(b, 17)?),
+        attributes: i16_at(b, 21)?,
+        last_offset_delta: i64::from(i32_at(b, 23)?),
+        max_timestamp: i64_at(b, 35)?,
+        producer_id: i64_at(b, 43)?,
+        producer_epoch: i64::from(i16_at(b, 51)?),
+        base_sequence: i64::from(i32_at(b, 53)?),
+        records_count: i64::from(i32_at(b, 57)?),
+    })
+}
+
+/// What `Log._validate_producer_batch` checks, against these limits.
+pub struct Limits {
+    pub max_message_bytes: i64,
+    pub segment_bytes: i64,
+    pub compact: bool,
+}
+
+/// A producer batch the fast path appends: `(size, last_offset_delta, max_timestamp,
+/// producer_id, producer_epoch, base_sequence, transactional)` (the last 1 or 0).
+pub type Plain = (i64, i64, i64, i64, i64, i64, i64);
+
+/// `Some` when `data` is exactly one v2 producer batch that `_validate_producer_batch`
+/// accepts (origin "client") and that is not a control batch, whose sequence range does
+/// not wrap; `None` for anything else (the reference loop decides).
+pub fn producer_batch(data: &[u8], limits: &Limits) -> Option<Plain> {
+    if data.len() < OVERHEAD {
+        return None;
+    }
+    let h = head(data)?;
+    let size = i64::try_from(data.len()).ok()?;
+    if h.magic != 2 || h.batch_length + LOG_OVERHEAD as i64 != size || h.base_offset != 0 {
+        return None;
+    }
+    if size > limits.max_message_bytes || size > limits.segment_bytes {
+        return None;
+    }
+    if h.attributes & CONTROL != 0 {
+        return None;
+    }
+    if h.records_count < 1 || h.last_offset_delta + 1 != h.records_count {
+        return None;
+    }
+    if h.producer_id >= 0 && (h.base_sequence < 0 || h.base_sequence + h.last_offset_delta > i64::from(i32::MAX)) {
+        return None;
+    }
+    if crc32c(&data[CRC_START..]) != h.crc {
+        return None;
+    }
+    if limits.compact {
+        // Every record needs a key; only an uncompressed batch's records are read here,
+        // with the reference's decoder (a record it refuses is the reference loop's to raise).
+        if h.attributes & COMPRESSION_MASK != 0 {
+            return None;
+        }
+        match decode_records(&data[OVERHEAD..], h.records_count) {
+            Ok(decoded) if decoded.records.iter().all(|r| r.key.is_some()) => {}
+            _ => return None,
+        }
+    }
+    let transactional = i64::from(h.attributes & TRANSACTIONAL != 0);
+    Some((size, h.last_offset_delta, h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence, transactional))
+}
+
+/// One batch of a follower's fetch: `(size, base_offset, last_offset, max_timestamp,
+/// partition_leader_epoch, producer_id, producer_epoch, base_sequence, attributes,
+/// records_count)`.
+pub type Replica = (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64);
+
+/// The batches of `buf` when it is made of whole v2 batches with valid CRCs and offsets
+/// increasing from at least `expected` (what `Log.append_as_follower` accepts without
+/// raising); `None` for anything else (legacy entries, trailing bytes, a fault...), which
+/// the reference handles.
+pub fn replica_batches(buf: &[u8], mut expected: i64) -> Option<Vec<Replica>> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < buf.len() {
+        let rest = &buf[pos..];
+        if rest.len() < OVERHEAD {
+            return None;
+        }
+        let h = head(rest)?;
+        let size = h.batch_length.checked_add(LOG_OVERHEAD as i64)?;
+        if h.magic != 2 || size < OVERHEAD as i64 || size > rest.len() as i64 {
+            return None;
+        }
+        let n = usize::try_from(size).ok()?;
+        if crc32c(&rest[CRC_START..n]) != h.crc || h.base_offset < expected {
+            return None;
+        }
+        let last = h.base_offset.checked_add(h.last_offset_delta)?;
+        expected = last.checked_add(1)?;
+        out.push((size, h.base_offset, last, h.max_timestamp, h.partition_leader_epoch, h.producer_id,
+                  h.producer_epoch, h.base_sequence, i64::from(h.attributes), h.records_count));
+        pos += n;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(records: i32, delta: i32) -> Vec<u8> {
+        let mut b = vec![0u8; OVERHEAD];
+        b[8..12].copy_from_slice(&((OVERHEAD - LOG_OVERHEAD) as i32).to_be_bytes());
+        b[16] = 2;
+        b[23..27].copy_from_slice(&delta.to_be_bytes());
+        b[43..51].copy_from_slice(&(-1i64).to_be_bytes());
+        b[57..61].copy_from_slice(&records.to_be_bytes());
+        let crc = crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn plain_and_not() {
+        let limits = Limits { max_message_bytes: 1 << 20, segment_bytes: 1 << 30, compact: false };
+        assert_eq!(producer_batch(&batch(1, 0), &limits), Some((61, 0, 0, -1, 0, 0, 0)));
+        assert_eq!(producer_batch(&batch(2, 0), &limits), None);
+        let mut bad = batch(1, 0);
+        bad[60] ^= 1;
+        assert_eq!(producer_batch(&bad, &limits), None);
+        assert_eq!(producer_batch(&bad[..30], &limits), None);
+        let mut two = batch(1, 0);
+        two.extend(batch(1, 0));
+        assert_eq!(producer_batch(&two, &limits), None);
+        assert!(replica_batches(&two, 0).is_none()); // both at offset 0
+        assert_eq!(replica_batches(&batch(1, 0), 0).map(|v| v.len()), Some(1));
+        assert!(replica_batches(&batch(1, 0)[..60], 0).is_none());
+    }
+}
