@@ -225,6 +225,9 @@ SCAN_TARGETS = (
 REPLICATION_TARGETS = (
     T("replication.rf3_vs_rf1", "produce RF 3 acks=all vs RF 1", "≥ 0.5× RF 1", 9),
     T("replication.parity", "caught-up replica equals the leader", "byte-identical (.log, epochs, LEO/HW/ISR)", 9),
+    T("replication.rf3_vs_rf1_native", "produce RF 3 acks=all, min.insync.replicas 2, vs RF 1", "≥ 0.5× RF 1", 24),
+    T("replication.catch_up_vs_cp", "follower catch-up after a restart vs cp of the same bytes",
+      "≥ 0.5× cp", 24),
 )
 VS_KAFKA_TARGETS = (
     T("vs_kafka.dump_small", "dump --print-data-log, small real segment, start-up included",
@@ -472,18 +475,45 @@ def extract_scan(raw: dict, ctx: Context) -> list[Row]:
 
 def extract_replication(raw: dict, ctx: Context) -> list[Row]:
     b = "replication"
-    t_r, t_par = REPLICATION_TARGETS
+    t_r, t_par, t_r24, t_cp = REPLICATION_TARGETS
     p, cu = raw["figures"]["produce"], raw["figures"]["catch_up"]
-    return [
-        row(b, t_r.key, f"produce RF 3 acks=all min.insync 2, {raw['records']:,} records", p["rf3"]["records_per_s"],
-            "records/s", peer="RF 1 acks=all", peer_value=p["rf1"]["records_per_s"], ratio=p["ratio"], target=t_r,
-            met=p["ratio"] >= 0.5, note=f"per CPU-second ratio {p['ratio_cpu']}"),
-        row(b, "replication.catch_up", f"follower catch-up after a restart, {cu['bytes_fetched'] / 1e6:,.0f} MB",
-            cu["mb_per_s"], "MB/s", note=f"{cu['fetches']} fetches, peak RSS {cu['peak_rss_mb']} MB"),
-        row(b, "replication.catch_up_rss", "follower catch-up peak RSS", cu["peak_rss_mb"], "MB"),
+    py = raw.get("plog_python") or {}
+    py_p, py_cu = py.get("produce") or {}, py.get("catch_up") or {}
+    rf3 = f"produce RF 3 acks=all min.insync 2, {raw['records']:,} records"
+    rows = [
+        row(b, t_r.key, rf3, p["rf3"]["records_per_s"], "records/s", peer="RF 1 acks=all",
+            peer_value=p["rf1"]["records_per_s"], ratio=p["ratio"], target=t_r, met=p["ratio"] >= 0.5,
+            note=f"per CPU-second ratio {p['ratio_cpu']}", python=_get(py_p, "rf3", "records_per_s")),
+    ]
+    if py_p:
+        rows.append(row(b, t_r24.key, rf3 + " (the native write side)", p["rf3"]["records_per_s"], "records/s",
+                        peer="RF 1 acks=all", peer_value=p["rf1"]["records_per_s"], ratio=p["ratio"], target=t_r24,
+                        met=p["ratio"] >= 0.5, python=_get(py_p, "rf3", "records_per_s"),
+                        note=f"pure Python ratio {py_p.get('ratio')}"))
+    rows.append(row(b, "replication.catch_up", f"follower catch-up after a restart, {cu['bytes_fetched'] / 1e6:,.0f} MB",
+                    cu["mb_per_s"], "MB/s", note=f"{cu['fetches']} fetches, peak RSS {cu['peak_rss_mb']} MB",
+                    python=py_cu.get("mb_per_s")))
+    if "cp_mb_per_s" in cu:
+        rows.append(row(b, t_cp.key, "follower catch-up after a restart ÷ cp -r of the leader's partition (page cache)",
+                        cu["mb_per_s"], "MB/s", peer="cp", peer_value=cu["cp_mb_per_s"], ratio=cu["ratio_vs_cp"],
+                        target=t_cp, met=cu["ratio_vs_cp"] >= 0.5, python=py_cu.get("mb_per_s")))
+        rows.append(row(b, "replication.catch_up_vs_cp_sync",
+                        "follower catch-up (fsynced at close) ÷ cp -r then sync (the copy made as durable)",
+                        cu["mb_per_s"], "MB/s", peer="cp + sync", peer_value=cu["cp_sync_mb_per_s"],
+                        ratio=_ratio(cu["mb_per_s"], cu["cp_sync_mb_per_s"]), python=py_cu.get("mb_per_s")))
+    la = raw["figures"].get("leader_append")
+    if la:
+        rows.append(row(b, "replication.leader_append",
+                        f"leader append of producer batches, {la['records']:,} records in {la['batches']:,} batches, "
+                        "no fsync", la["records_per_s"], "records/s",
+                        python=_get(py, "leader_append", "records_per_s")))
+    rows += [
+        row(b, "replication.catch_up_rss", "follower catch-up peak RSS", cu["peak_rss_mb"], "MB",
+            python=py_cu.get("peak_rss_mb")),
         row(b, t_par.key, "caught-up replica == leader (.log, leader-epoch-checkpoint, LEO, HW, ISR)",
             "identical" if cu["parity"] else "differs", target=t_par, met=bool(cu["parity"])),
     ]
+    return rows
 
 
 def extract_vs_kafka(raw: dict, ctx: Context) -> list[Row]:
@@ -701,8 +731,7 @@ BENCHMARKS: tuple[Bench, ...] = (
           extra_args=lambda ctx: ("--kafka", KAFKA_VERSION) if not ctx.kafka else ()),
     Bench("bench_scan", ("--gib", "1"), ("--quick",), "--output", SCAN_TARGETS, extract_scan,
           lambda ctx: ctx.spark, timeout=1500.0),
-    Bench("bench_replication", (), ("--quick",), "--output", REPLICATION_TARGETS, extract_replication,
-          python_pass=True),
+    Bench("bench_replication", (), ("--quick",), "--output", REPLICATION_TARGETS, extract_replication),
     Bench("bench_vs_kafka", ("--only", "dump_small,verify,recovery", "--verify-mb", "64", "--recovery-mb", "128",
                              "--reps", "3", "--small-reps", "5"), ("--quick",), "--json", VS_KAFKA_TARGETS,
           extract_vs_kafka, lambda ctx: ctx.kafka or ctx.kafka_python, python_pass=True),
