@@ -15,15 +15,20 @@ A record survives (``Cleaner.shouldRetainRecord``) when it is past the mapped ra
 latest for its key; a tombstone until its delete horizon; a key-less record never. A batch
 whose records all survive (and that needs no horizon) is copied byte for byte; others are
 rebuilt with the same header fields.
+
+With a native offset map (``RecordFilter.native``) a data batch's retention check and the
+rebuild of an uncompressed v2 batch run natively (native/src/compact.rs), each falling back
+to the reference code for a batch it cannot take; the results are the reference's.
 """
 
 from __future__ import annotations
 
 import hashlib
 
+from plog.formats import native
 from plog.formats.default_record import HEAD_VALUE_POSITION, RecordHead
 from plog.formats.legacy import encode_legacy_batch
-from plog.formats.record_batch import encode_batch, encode_empty_batch
+from plog.formats.record_batch import RECORDS_OFFSET, encode_batch, encode_empty_batch
 from plog.formats.record_keys import NULL_VALUE, keyed_records
 from plog.formats.records import CREATE_TIME, LOG_APPEND_TIME
 
@@ -66,6 +71,8 @@ class RecordFilter:
 
     def __init__(self, omap, *, now: int, config: LogConfig, stats: CleanStats):
         self.map = omap
+        #: The native loops run with the native map (the reference map keeps the reference).
+        self.native = hasattr(omap, "retained")
         self.now = now
         self.cfg = config
         self.stats = stats
@@ -114,10 +121,30 @@ class RecordFilter:
             records = batch.records()
             n = len(records)
             return records, n, [] if discard_records else list(range(n)), 0
+        if self.native and not discard_records and batch.magic >= 2 and (batch.records_count or 0) > 0:
+            selected = self._select_native(batch)
+            if selected is not None:
+                return selected
         flags, rows = keyed_records(batch)
         keep = [] if discard_records else self.retained_indexes(batch, flags, rows, retain_legacy)
         tombstones = sum(1 for i in keep if flags[rows[i][HEAD_VALUE_POSITION]] == NULL_VALUE)
         return None, len(rows), keep, tombstones
+
+    def _select_native(self, batch) -> tuple[None, int, list[int], int] | None:
+        """:meth:`retained_indexes` of a v2 data batch in the native map's loop (stats
+        counted as there), or None where the reference must run (nothing counted then)."""
+        horizon = batch.delete_horizon_ms
+        count = batch.records_count
+        found = self.map.retained(records_region(batch), count, batch.base_offset, self.map.latest_offset,
+                                  horizon is None or self.now < horizon)
+        if found is None:
+            return None
+        keep, tombstones, keyless, removed, expired = found
+        stats = self.stats
+        stats.keyless_records_removed += keyless
+        stats.tombstones_removed += removed
+        stats.tombstones_expired += expired
+        return None, count, keep, tombstones
 
     def _kept(self, batch, records: list | None, keep: list[int], n: int, tombstones: int, *,
               marker_for_empty_txn: bool) -> FilteredBatch:
@@ -132,19 +159,25 @@ class RecordFilter:
             stats.batches_copied += 1
             return bytes(batch.buffer), batch.last_offset, batch.max_timestamp, batch.last_offset
         stats.batches_rebuilt += 1
+        if magic >= 2:
+            if need_horizon:
+                horizon = self.now + self.cfg.delete_retention_ms
+                stats.tombstones_given_horizon += tombstones
+                if batch.is_control:
+                    stats.txn_markers_given_horizon += kept
+            else:
+                horizon = batch.delete_horizon_ms
+            if self.native and records is None and not batch.compression:
+                rebuilt = _rebuild_v2_native(batch, keep, horizon)
+                if rebuilt is not None:
+                    data, max_ts, max_offset = rebuilt
+                    return data, max_offset, max_ts, batch.last_offset
         if records is None:
             records = batch.records()
         retained = records if kept == n else [records[i] for i in keep]
         max_offset = retained[-1][0]
         if magic < 2:
             return _rebuild_legacy(batch, retained), max_offset, batch.max_timestamp, max_offset
-        if need_horizon:
-            horizon = self.now + self.cfg.delete_retention_ms
-            stats.tombstones_given_horizon += tombstones
-            if batch.is_control:
-                stats.txn_markers_given_horizon += kept
-        else:
-            horizon = batch.delete_horizon_ms
         data, max_ts = _rebuild_v2(batch, retained, horizon)
         return data, max_offset, max_ts, batch.last_offset
 
@@ -196,6 +229,33 @@ def _rebuild_v2(batch, retained: list, horizon: int | None) -> tuple[bytes, int]
     return data, max(r[1] for r in retained) if not lat else batch.max_timestamp
 
 
+def _rebuild_v2_native(batch, keep: list[int], horizon: int | None) -> tuple[bytes, int, int] | None:
+    """:func:`_rebuild_v2` of an uncompressed batch from its records region and the kept
+    indexes, natively: ``(bytes, max timestamp, max offset)``, or None where the reference
+    must run (a field the encoder refuses, a region that does not decode)."""
+    if horizon is not None and not _I64_MIN <= horizon <= _I64_MAX:
+        return None
+    rebuilt = native.module.compact_rebuild_v2(
+        records_region(batch), batch.records_count, keep, batch.base_offset, batch.partition_leader_epoch,
+        batch.attributes, batch.base_timestamp, batch.max_timestamp, batch.producer_id, batch.producer_epoch,
+        batch.base_sequence, batch.last_offset_delta, horizon)
+    if rebuilt is None:
+        return None
+    data, max_ts, last_delta = rebuilt
+    return data, max_ts, batch.base_offset + last_delta
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def records_region(batch):
+    """A v2 batch's records region for the native loops, which only read it during the
+    call: a view of the batch's own bytes when uncompressed (no copy), else decompressed."""
+    if batch.compression:
+        return batch.records_payload()
+    return batch.buffer[RECORDS_OFFSET:]
+
+
 def _empty_batch(batch) -> bytes:
     """The header of a v2 batch with no record left (it keeps the producer state)."""
     return encode_empty_batch(
@@ -214,4 +274,4 @@ def _rebuild_legacy(batch, retained) -> bytes:
         log_append_time=batch.max_timestamp if lat else None, base_offset=retained[0][0])
 
 
-__all__ = ["DELETE", "DELETE_EMPTY", "RETAIN_EMPTY", "RecordFilter", "batch_retention"]
+__all__ = ["DELETE", "DELETE_EMPTY", "RETAIN_EMPTY", "RecordFilter", "batch_retention", "records_region"]

@@ -36,6 +36,13 @@ log stands). A crash after them leaves ``.swap`` files, and the loader deletes e
 non-swap file in the swap segment's offset range and completes the renames (the new log
 stands). Either way no surviving record is lost.
 
+Native path: with the native module active the offset map is a
+:class:`~plog.engine.maintenance.offset_map.NativeOffsetMap`, and the per-record work runs
+natively one batch at a time (the map build's key hashing and puts, the filter's retention
+check, the rebuild of an uncompressed v2 batch); control batches, legacy and empty
+batches, compressed rebuilds and any batch the native framing refuses go through the
+reference code (which raises its typed errors). Both paths write the same bytes.
+
 Read-only planning: :func:`explain_compaction` simulates one full clean without writing.
 The engine never prints; long operations report bytes through ``progress(nbytes)``.
 """
@@ -53,7 +60,7 @@ from plog.formats.errors import CorruptRecordError
 from plog.formats.record_keys import NULL_VALUE, keyed_records
 
 from plog.engine.errors import CleanerBufferTooSmallError, CleanerError
-from plog.engine.maintenance.batch_filter import RecordFilter
+from plog.engine.maintenance.batch_filter import RecordFilter, records_region
 from plog.engine.maintenance.cleaned_transactions import CleanedTransactionMetadata, collect_aborted_transactions
 from plog.engine.maintenance.cleaner_manager import (
     DEFAULT_BUFFER_SIZE,
@@ -62,7 +69,13 @@ from plog.engine.maintenance.cleaner_manager import (
     log_to_clean,
 )
 from plog.engine.maintenance.cleaner_stats import CleanResult, CleanStats, CompactionPlan, SegmentGroup
-from plog.engine.maintenance.offset_map import BYTES_PER_ENTRY, DEFAULT_LOAD_FACTOR, ExactOffsetMap, SkimpyOffsetMap
+from plog.engine.maintenance.offset_map import (
+    BYTES_PER_ENTRY,
+    DEFAULT_LOAD_FACTOR,
+    ExactOffsetMap,
+    NativeOffsetMap,
+    new_offset_map,
+)
 from plog.engine.storage.checkpoints import fsync_dir
 from plog.engine.storage.file_names import (
     CLEANED_FILE_SUFFIX as CLEANED_SUFFIX,
@@ -221,6 +234,7 @@ class _Cleaner:
         put = omap.put_hash
         stats = self.stats
         progress = self.progress
+        native_map = isinstance(omap, NativeOffsetMap)
         for seg, next_start in zip(dirty, nexts):
             # An index file that does not exist has no entries: scan from the start.
             position = seg.offset_index.lookup(start).position if seg.offset_index.exists else 0
@@ -237,14 +251,22 @@ class _Cleaner:
                         elif tracker.on_batch(batch):
                             stats.map_records_read += batch.records_count or 0
                         else:
-                            for _, _, offset, _, key, _ in keyed_records(batch)[1]:
-                                if key is not None and offset >= start:
-                                    if omap.size < max_desired:
-                                        put(md5(key).digest(), offset)
-                                    else:
-                                        self.reader.restore()
-                                        return True
-                                stats.map_records_read += 1
+                            mapped = self._map_native(batch, start, max_desired) if native_map else None
+                            if mapped is not None:
+                                counted, filled = mapped
+                                stats.map_records_read += counted
+                                if filled:
+                                    self.reader.restore()
+                                    return True
+                            else:
+                                for _, _, offset, _, key, _ in keyed_records(batch)[1]:
+                                    if key is not None and offset >= start:
+                                        if omap.size < max_desired:
+                                            put(md5(key).digest(), offset)
+                                        else:
+                                            self.reader.restore()
+                                            return True
+                                    stats.map_records_read += 1
                         if batch.last_offset >= start:
                             omap.update_latest_offset(batch.last_offset)
                     read = batches[-1].position + batches[-1].size_in_bytes - position
@@ -255,6 +277,15 @@ class _Cleaner:
             omap.update_latest_offset(next_start - 1)
             self.reader.restore()
         return False
+
+    def _map_native(self, batch, start: int, max_desired: int):
+        """The native loop over one v2 data batch's records: ``(records counted, filled)``,
+        or None where the reference loop runs (legacy or empty batches, a region the native
+        framing refuses: the reference raises its typed error)."""
+        count = batch.records_count
+        if batch.magic < 2 or count is None or count <= 0:
+            return None
+        return self.map.map_records(records_region(batch), count, batch.base_offset, start, max_desired)
 
     # -- 2. one round -----------------------------------------------------------------------
 
@@ -460,7 +491,7 @@ def clean_log(log: Log, *, first_dirty_offset: int | None, now: int | None = Non
         return _finish(result, started)
     if not ltc.qualifies:
         result.reason = f"forced ({ltc.reason})"
-    omap = SkimpyOffsetMap(buffer_size, load_factor)
+    omap = new_offset_map(buffer_size, load_factor)
     if omap.capacity < 1:
         raise CleanerBufferTooSmallError(
             f"offset map of {buffer_size} bytes holds {omap.slots} slots; at load factor {load_factor} it cannot "
@@ -524,7 +555,7 @@ def explain_compaction(log: Log, *, first_dirty_offset: int | None, now: int | N
 def _count_rounds(log: Log, ltc: LogToClean, buffer_size: int, load_factor: float, io_buffer_size: int) -> int:
     """Rounds a map of ``buffer_size`` bytes needs: map passes from the first dirty offset,
     each restarting where the previous one's map filled (no cleaning in between)."""
-    omap = SkimpyOffsetMap(buffer_size, load_factor)
+    omap = new_offset_map(buffer_size, load_factor)
     if omap.capacity < 1:
         return 0
     mapper = _Cleaner(log, omap, now=0, io_buffer_size=io_buffer_size, write=False, progress=None,

@@ -21,6 +21,13 @@ latest offset seen for it, in one fixed byte array::
   ``capacity`` = ``int(slots * load_factor)`` (``log.cleaner.io.buffer.load.factor``).
 
 Two keys with the same MD5 are the same key here, as in Kafka.
+
+:class:`NativeOffsetMap` is the same map with its table and loops in the native module
+(``plog._native.CleanerMap``, native/src/compact.rs): the same slots, probe sequences,
+stored bytes, counters and "full" points, plus the cleaner's per-batch loops over a records
+region (the map build's puts, the filter's retention check), which hash a batch's keys four
+at a time. :func:`new_offset_map` gives it when the native module is active; the class
+above is the reference (``PLOG_NATIVE=0``) and what tests compare it with.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 
+from plog.formats import native
 from plog.formats.java import int32
 from plog.formats.offset_map_layout import (
     BYTES_PER_ENTRY,
@@ -201,6 +209,111 @@ class SkimpyOffsetMap:
     def __repr__(self) -> str:
         return (f"SkimpyOffsetMap(memory={self.memory}, slots={self.slots}, size={self._entries}, "
                 f"latest_offset={self._latest})")
+
+
+class NativeOffsetMap:
+    """:class:`SkimpyOffsetMap` with its table and probing in the native module
+    (``plog._native.CleanerMap``): the same slots, probe sequences, stored bytes, counters
+    and "full" points, plus the cleaner's per-batch loops (:meth:`map_records`,
+    :meth:`retained`), each None where the caller must run the reference for the batch."""
+
+    __slots__ = ("memory", "slots", "load_factor", "_t")
+
+    def __init__(self, memory: int, load_factor: float = DEFAULT_LOAD_FACTOR):
+        if memory < BYTES_PER_ENTRY:
+            raise ValueError(f"an offset map needs at least {BYTES_PER_ENTRY} bytes, not {memory}")
+        if not 0 < load_factor <= 1:
+            raise ValueError(f"the load factor must be in (0, 1], not {load_factor}")
+        self.memory = memory
+        self.slots = memory // BYTES_PER_ENTRY
+        self.load_factor = load_factor
+        self._t = native.module.CleanerMap(memory)
+
+    capacity = SkimpyOffsetMap.capacity
+    utilization = SkimpyOffsetMap.utilization
+    collision_rate = SkimpyOffsetMap.collision_rate
+    hash_key = staticmethod(SkimpyOffsetMap.hash_key)
+
+    @property
+    def size(self) -> int:
+        return self._t.entries
+
+    def __len__(self) -> int:
+        return self._t.entries
+
+    @property
+    def _entries(self) -> int:
+        return self._t.entries
+
+    @property
+    def is_full(self) -> bool:
+        return self._t.entries >= int(self.slots * self.load_factor)
+
+    @property
+    def latest_offset(self) -> int:
+        return self._t.latest
+
+    def update_latest_offset(self, offset: int) -> None:
+        self._t.latest = offset
+
+    @property
+    def lookups(self) -> int:
+        return self._t.lookups
+
+    @property
+    def probes(self) -> int:
+        return self._t.probes
+
+    def clear(self) -> None:
+        self._t.clear()
+
+    def put(self, key: bytes, offset: int) -> None:
+        self.put_hash(hashlib.md5(key).digest(), offset)
+
+    def put_hash(self, h: bytes, offset: int) -> None:
+        if not self._t.put_hash(h, offset):
+            raise OffsetMapFullError(f"Attempted to add a new entry to a full offset map, entries: "
+                                     f"{self._t.entries}, slots: {self.slots}")
+
+    def get(self, key: bytes) -> int:
+        return self._t.get_hash(hashlib.md5(key).digest())
+
+    def get_hash(self, h: bytes) -> int:
+        return self._t.get_hash(h)
+
+    def map_records(self, data: bytes, count: int, base_offset: int, start: int, max_desired: int):
+        """The map build's loop over a v2 data batch's records region: ``(records counted,
+        filled)``, or None (nothing changed) where the reference must run."""
+        if not (_I64_MIN <= base_offset <= _I64_MAX and _I64_MIN <= start <= _I64_MAX):
+            return None
+        return self._t.map_records(data, count, base_offset, start, max_desired)
+
+    def retained(self, data: bytes, count: int, base_offset: int, latest: int, retain_deletes: bool):
+        """``retained_indexes`` over a v2 data batch's records region: ``(keep, tombstones
+        kept, keyless removed, tombstones removed, tombstones expired)``, or None (nothing
+        counted) where the reference must run."""
+        if not (_I64_MIN <= base_offset <= _I64_MAX and _I64_MIN <= latest <= _I64_MAX):
+            return None
+        return self._t.retained(data, count, base_offset, latest, retain_deletes)
+
+    def close(self) -> None:
+        """Release the table now (the map is not used after this)."""
+        self._t.clear()
+
+    def __repr__(self) -> str:
+        return (f"SkimpyOffsetMap(memory={self.memory}, slots={self.slots}, size={self.size}, "
+                f"latest_offset={self.latest_offset})")
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def new_offset_map(memory: int, load_factor: float = DEFAULT_LOAD_FACTOR):
+    """The cleaner's offset map: :class:`NativeOffsetMap` when the native module is active,
+    else the reference :class:`SkimpyOffsetMap`."""
+    if native.active():
+        return NativeOffsetMap(memory, load_factor)
+    return SkimpyOffsetMap(memory, load_factor)
 
 
 class ExactOffsetMap:

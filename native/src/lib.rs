@@ -95,6 +95,18 @@
 //!   fetch as `(size, base_offset, last_offset, max_timestamp, partition_leader_epoch,
 //!   producer_id, producer_epoch, base_sequence, attributes, records_count)`, or None when
 //!   the reference must append them (native/src/append.rs).
+//! * `CleanerMap(memory)`: the log cleaner's offset map (Kafka's `SkimpyOffsetMap`, MD5
+//!   keys, same probing and counters as engine/maintenance/offset_map.py) with its per-batch
+//!   loops `map_records(data, count, base_offset, start, max_desired) -> (counted, filled)`
+//!   and `retained(data, count, base_offset, latest, retain_deletes) -> (keep, tombstones
+//!   kept, keyless removed, tombstones removed, tombstones expired)`, each None where the
+//!   reference must run (native/src/compact.rs, py_compact.rs).
+//! * `compact_md5(data) -> bytes`: the MD5 digest the map keys with.
+//! * `compact_rebuild_v2(data, count, keep, base_offset, partition_leader_epoch, attributes,
+//!   base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+//!   last_offset_delta, delete_horizon) -> (bytes, max_ts, last_delta) | None`: an
+//!   uncompressed v2 batch of the kept records as `encode_batch` writes it
+//!   (engine/maintenance/batch_filter.py).
 //!
 //! Safety: the only `unsafe` is the view of a Python buffer's bytes (`ByteView`). Panics
 //! cannot cross into Python: every entry point runs under `guarded`, which turns one into a
@@ -111,6 +123,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 mod append;
 mod arrow_columns;
 mod avro_json;
+mod compact;
 mod consume_render;
 mod crc;
 mod dump_batch;
@@ -120,6 +133,7 @@ mod protobuf_json;
 mod py_append;
 mod py_arrow_columns;
 mod py_avro_json;
+mod py_compact;
 mod py_consume_decode;
 mod py_consume_render;
 mod py_protobuf_json;
@@ -603,5 +617,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py_avro_json::register(m)?;
     py_protobuf_json::register(m)?;
     py_append::register(m)?;
+    py_compact::register(m)?;
     Ok(())
 }

@@ -17,7 +17,9 @@ copy, and kills the child:
 After the kill the directory is brought back as after a crash and checked:
 
 1. **compact** (``run_compaction`` with ``force``, a pinned ``now``, a 1 MiB or a tiny
-   offset map that takes several rounds, ``file.delete.delay.ms`` 0 or the topic's): two
+   offset map that takes several rounds, ``file.delete.delay.ms`` 0 or the topic's; on the
+   native path when plog's native module is active, and the uninterrupted results equal
+   the pure-Python reference's byte for byte): two
    compacted topics with overwritten keys, tombstones, plain, idempotent and transactional
    batches (committed, aborted, one transaction left open), all codecs, and a
    ``min.compaction.lag.ms`` on one topic. After ``recover``: ``verify`` finds no error;
@@ -595,6 +597,34 @@ def test_killed_compaction(zygote, compaction_setup, tmp_path, trial):
     run = run_child(zygote, {**compact_params(variant), "dir": str(work)}, plan, ctx)
     check_killed_compaction(setup, variant, work, f"{ctx}; child {run.describe()}; dir {work}")
     shutil.rmtree(work)
+
+
+def test_killed_compactions_run_the_native_path_whose_result_is_the_reference(compaction_setup, tmp_path,
+                                                                             monkeypatch):
+    """The children compact on the native path whenever plog's native module is active
+    (the zygote's children share this process's environment and build), so the kills above
+    interrupt the native offset map, filter and rebuild. The uninterrupted results every
+    killed run is judged against are the pure-Python reference's, byte for byte: every file
+    (segments, indexes, snapshots, the cleaner checkpoint) of a reference run on the same
+    template equals the child's."""
+    from plog.engine.maintenance import cleaner as cleaner_mod
+    from plog.engine.maintenance.offset_map import NativeOffsetMap, SkimpyOffsetMap, new_offset_map
+    from plog.formats import native
+
+    assert isinstance(new_offset_map(4096), NativeOffsetMap) == native.active()
+    setup = compaction_setup
+    for variant in COMPACT_VARIANTS:
+        work = tmp_path / variant
+        shutil.copytree(setup.template, work)
+        with monkeypatch.context() as mp:
+            mp.setattr(cleaner_mod, "new_offset_map", SkimpyOffsetMap)
+            run_compaction(work, compact_options(variant))
+        child = setup.measured[variant].result_dir
+        ours = {str(p.relative_to(work)): p.read_bytes() for p in sorted(work.rglob("*")) if p.is_file()}
+        theirs = {str(p.relative_to(child)): p.read_bytes() for p in sorted(child.rglob("*")) if p.is_file()}
+        assert sorted(ours) == sorted(theirs), variant
+        differ = [name for name in ours if ours[name] != theirs[name]]
+        assert not differ, f"{variant}: the child's files differ from the reference run's: {differ}"
 
 
 # ============================================================================ 2. retention
