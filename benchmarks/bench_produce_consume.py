@@ -36,6 +36,17 @@ repetition. Nothing is installed: without kcat or the jars the figures say how t
 (``kcat_missing``) and plog is still measured. Their ratios: ``ratio_vs_kcat``, plog's
 records/s over kcat's.
 
+Issue 24 (the native write side), each on both paths (``PLOG_NATIVE=0`` for the python one):
+
+* ``produce`` with ``--kcat`` also carries ``kcat_produce_records_per_s``: ``kcat -P -X acks=all
+  -b 127.0.0.1:PORT -t T -p 0 -l values.txt`` sending the same lines to the same real broker
+  (a fresh one-partition topic each repetition), timed like plog, and ``ratio_vs_kcat_produce``
+  (plog's records/s over kcat's; target >= 2, ``met_vs_kcat``);
+* ``produce_keyed``: ``plog produce T --parse-key --file F`` of the same values with a key
+  each (``key-NNNNNN<TAB>value``) into a 12-partition topic made beforehand (target >= 0.8 M/s);
+* ``produce_bulk_api``: ``Producer.send_many(topic, values)`` of the same values (already in
+  memory; records/s from the call to ``close()`` returning, timed in the child), target >= 1 M/s.
+
 ``ratio`` is plog/peer records/s, taken within each repetition (the median is reported).
 The same figures per CPU-second (user + system: plog's process, the peer's own) are steadier
 on a shared machine. The targets: >= 500k records/s for produce and consume (issue 6); >= 2 M
@@ -70,6 +81,24 @@ PLOG = str(Path(sys.executable).with_name("plog"))
 ROOT = Path(__file__).resolve().parent.parent
 TOPIC = "bench"
 TARGETS = {"produce_records_per_s": 500_000, "consume_records_per_s": 500_000}
+#: Issue 24: produce as a multiple of kcat -P's records/s; keyed produce and the bulk API in records/s.
+PRODUCE_TARGET_VS_KCAT = 2.0
+KEYED_TARGET = 800_000
+KEYED_PARTITIONS = 12
+BULK_TARGET = 1_000_000
+#: The bulk API run: a child that sends every line of argv[1] with Producer.send_many into
+#: data directory argv[2] and prints its records/s (the lines read before the clock starts).
+_BULK = """
+import sys, time
+from plog.engine.clients.producer import Producer
+with open(sys.argv[1], "rb") as f:
+    values = [line[:-1] for line in f]
+t0 = time.perf_counter()
+p = Producer(sys.argv[2])
+p.send_many("bulk", values)
+p.close()
+print(len(values) / (time.perf_counter() - t0), p.records_sent)
+"""
 #: Issue 23: consume_jsonl in records/s; consume_template as a multiple of kcat's records/s.
 JSONL_TARGET = 2_000_000
 TEMPLATE_TARGET_VS_KCAT = 3.0
@@ -118,6 +147,7 @@ class KcatPeer:
 
     def __init__(self, version: str, values: Path, n: int, tmp: Path):
         self.version = version
+        self.n = n
         self.broker = None
         try:
             self.missing = self._start(values, n, tmp)
@@ -159,6 +189,23 @@ class KcatPeer:
         if lines != n:
             raise SystemExit(f"kcat -J printed {lines} lines for {n} records")
         return None
+
+    def produce(self, values: Path, rep: int) -> tuple[float, float]:
+        """Wall and CPU seconds of ``kcat -P -X acks=all`` sending the lines of ``values`` to
+        a fresh one-partition topic (checked to hold them all afterwards, untimed)."""
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        topic = f"produce-{rep}"
+        admin = KafkaAdminClient(bootstrap_servers=self.broker.bootstrap)
+        try:
+            admin.create_topics([NewTopic(topic, 1, 1)])
+        finally:
+            admin.close()
+        self.broker.wait_partitions_ready([(topic, 0)])
+        wall, cpu, _, _ = run_measured([KCAT, "-P", "-X", "acks=all", "-b", self.broker.bootstrap, "-t", topic,
+                                        "-p", "0", "-l", str(values)])
+        self.broker.wait_partitions_ready([(topic, 0)], end_offsets={(topic, 0): self.n})
+        return wall, cpu
 
     def _argv(self, *fmt: str) -> list[str]:
         return [KCAT, "-C", "-b", self.broker.bootstrap, "-t", TOPIC, "-o", "beginning", "-e", "-q", *fmt]
@@ -259,12 +306,19 @@ class Runs:
         return [round(min(self.values[k])), round(max(self.values[k]))]
 
 
-def repetition(runs: Runs, src: Path, peer_log: Path, data_py: Path, kcat: KcatPeer | None) -> None:
+def repetition(runs: Runs, src: Path, peer_log: Path, data_py: Path, kcat: KcatPeer | None,
+               keyed: Path, rep: int = 0) -> None:
     """One repetition of every figure (fresh data directories)."""
     shutil.rmtree(runs.data, ignore_errors=True)
     shutil.rmtree(data_py, ignore_errors=True)
-    runs.measure("produce", ["produce", TOPIC, "--file", str(src)], lambda: peer_produce(src, peer_log), "produced")
+    wall = runs.measure("produce", ["produce", TOPIC, "--file", str(src)], lambda: peer_produce(src, peer_log),
+                        "produced")
     runs.measure("produce_python", ["produce", TOPIC, "--file", str(src)], None, "produced", "python", data_py)
+    if kcat is not None and kcat.missing is None:
+        kwall, kcpu = kcat.produce(src, rep)
+        runs.add("produce", _kcat=runs.n / kwall, _kcat_cpu=runs.n / kcpu, _vs_kcat=kwall / wall)
+    produce_keyed(runs, keyed)
+    produce_bulk(runs, src)
     for name, fmt in (("jsonl", "jsonl"), ("template", "%v\n")):
         peer = (lambda: peer_consume(peer_log)) if name == "jsonl" else None
         wall = runs.measure(f"consume_{name}", ["consume", TOPIC, "-e", "--format", fmt], peer, "consumed")
@@ -274,6 +328,56 @@ def repetition(runs: Runs, src: Path, peer_log: Path, data_py: Path, kcat: KcatP
             runs.add(f"consume_{name}", _kcat=runs.n / kwall, _kcat_cpu=runs.n / kcpu, _vs_kcat=kwall / wall)
     print(" ".join(f"{k} {v[-1]:,.0f}" for k, v in runs.values.items() if not k.endswith(("_rss", "_ratio", "_cpu"))),
           file=sys.stderr)
+
+
+def produce_keyed(runs: Runs, keyed: Path) -> None:
+    """``produce_keyed`` on both paths: keyed lines into a fresh 12-partition topic."""
+    for path, suffix in (("native", ""), ("python", "_python")):
+        data = runs.data.with_name(f"data-keyed{suffix}")
+        shutil.rmtree(data, ignore_errors=True)
+        run_plog("topics", "create", "keyed", "--partitions", str(KEYED_PARTITIONS), "--data-dir", str(data),
+                 path=path)
+        runs.measure(f"produce_keyed{suffix}", ["produce", "keyed", "--parse-key", "--file", str(keyed)], None,
+                     "produced", path, data)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def produce_bulk(runs: Runs, src: Path) -> None:
+    """``produce_bulk_api`` on both paths (records/s measured in the child)."""
+    for path, suffix in (("native", ""), ("python", "_python")):
+        data = runs.data.with_name(f"data-bulk{suffix}")
+        shutil.rmtree(data, ignore_errors=True)
+        r = subprocess.run([sys.executable, "-c", _BULK, str(src), str(data)], capture_output=True, text=True,
+                           env=PATHS[path], check=True)
+        rate, sent = r.stdout.split()
+        assert int(sent) == runs.n, r.stdout
+        runs.add(f"produce_bulk_api{suffix}", **{"": float(rate)})
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def write_side_figures(runs: Runs, kcat: KcatPeer | None, produce: dict) -> dict:
+    """Issue 24's figures (see the module docstring); adds the kcat producer to ``produce``."""
+    med = runs.med
+    if "produce_kcat" in runs.values:
+        produce.update({"kcat_produce_records_per_s": round(med("produce_kcat")),
+                        "kcat_produce_records_per_cpu_s": round(med("produce_kcat_cpu")),
+                        "ratio_vs_kcat_produce": round(med("produce_vs_kcat"), 2),
+                        "target_ratio_vs_kcat_produce": PRODUCE_TARGET_VS_KCAT,
+                        "met_vs_kcat": med("produce_vs_kcat") >= PRODUCE_TARGET_VS_KCAT})
+    else:
+        produce["kcat_produce_missing"] = kcat.missing if kcat is not None else "not measured (--kcat)"
+    keyed = {"partitions": KEYED_PARTITIONS, "plog_records_per_s": round(med("produce_keyed")),
+             "plog_python_records_per_s": round(med("produce_keyed_python")),
+             "plog_spread": runs.spread("produce_keyed"),
+             "plog_records_per_cpu_s": round(med("produce_keyed_cpu")),
+             "plog_python_records_per_cpu_s": round(med("produce_keyed_python_cpu")),
+             "plog_peak_rss_mb": round(max(runs.values["produce_keyed_rss"]), 1),
+             "target_records_per_s": KEYED_TARGET, "met": med("produce_keyed") >= KEYED_TARGET}
+    bulk = {"plog_records_per_s": round(med("produce_bulk_api")),
+            "plog_python_records_per_s": round(med("produce_bulk_api_python")),
+            "plog_spread": runs.spread("produce_bulk_api"),
+            "target_records_per_s": BULK_TARGET, "met": med("produce_bulk_api") >= BULK_TARGET}
+    return {"produce_keyed": keyed, "produce_bulk_api": bulk}
 
 
 def figures(runs: Runs, kcat: KcatPeer | None) -> dict:
@@ -313,6 +417,7 @@ def figures(runs: Runs, kcat: KcatPeer | None) -> dict:
            "consume": figure("consume", "consume_jsonl", "consume_jsonl_python")}
     for name in ("consume_jsonl", "consume_template", "consume_jsonl_python", "consume_template_python"):
         out[name] = consume_figure(name)
+    out.update(write_side_figures(runs, kcat, out["produce"]))
     return out
 
 
@@ -333,14 +438,19 @@ def main() -> None:
     kcat = None
     try:
         src, peer_log, data_py = tmp / "values.txt", tmp / "peer.log", tmp / "data-python"
+        keyed = tmp / "keyed.txt"
+        events = json_events(n)
         with open(src, "wb") as f:
-            f.writelines(v + b"\n" for _, _, _, v in json_events(n))
+            f.writelines(v + b"\n" for _, _, _, v in events)
+        with open(keyed, "wb") as f:
+            f.writelines(k + b"\t" + v + b"\n" for _, _, k, v in events)
+        del events
         kcat = KcatPeer(args.kafka_version, src, n, tmp) if args.kcat else None
         for path in PATHS:  # untimed: .pyc files written, page cache warm
             run_plog("--version", path=path)
         runs = Runs(n, tmp / "data")
-        for _ in range(args.reps):
-            repetition(runs, src, peer_log, data_py, kcat)
+        for rep in range(args.reps):
+            repetition(runs, src, peer_log, data_py, kcat, keyed, rep)
         sizes = {"input_bytes": src.stat().st_size,
                  "plog_log_bytes": sum(p.stat().st_size for p in runs.data.rglob("*.log")),
                  "kafka_python_log_bytes": peer_log.stat().st_size}
@@ -370,6 +480,8 @@ def main() -> None:
         "figures": figures(runs, kcat),
     }
     result["targets_met"] = {k: v["met"] for k, v in result["figures"].items() if v.get("met") is not None}
+    if result["figures"]["produce"].get("met_vs_kcat") is not None:
+        result["targets_met"]["produce_vs_kcat"] = result["figures"]["produce"]["met_vs_kcat"]
     emit(result, args.output)
 
 

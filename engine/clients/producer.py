@@ -19,6 +19,22 @@ embedded case: every replica is written before a send round returns, and with
 ``plog.fsync.on.produce`` (the default) fsynced too, so ``acks=0``, ``1`` and ``all`` all
 mean "on every replica's disk" and are accepted for compatibility only.
 
+Bulk API: :meth:`Producer.send_many` ``(topic, records, partition=None) -> int`` queues
+every item of an iterable, each a value (``bytes``/``bytearray``, or None for a tombstone)
+or a tuple ``(key, value)`` or ``(key, value, headers)`` (headers: ``(str | bytes, bytes |
+None)`` pairs), stamped now, without a future per record: the records, batches and rounds
+:meth:`Producer.send` of each would give; :meth:`Producer.flush` waits for them and
+:attr:`Producer.stats` says where they went. ``Producer.send_values`` is its keyless form
+for plain values (what ``plog produce`` uses for plain lines).
+
+Two paths, the same bytes: with plog's native module (formats/native.py decides at import),
+each open batch is a ``plog._native.RecordsBuilder`` that encodes its records as they come
+(``ProduceFill`` runs the partitioner, batching and line parsing of ``send_many``,
+``send_values`` and the produce loop in Rust, handing back to Python only at the events a
+batch or a round needs); without it (``PLOG_NATIVE=0``), the records stay tuples encoded by
+formats/record_batch.py when sent. Each round hands every partition's ready batches, in
+order, to ``ClusterWriter.append_batches`` as one request.
+
 Idempotence (``enable.idempotence``, default true as in Kafka >= 3.0): the producer gets a
 producer id from the data directory, epoch 0, and per-partition sequence numbers; a batch
 appended twice (a retry after an unknown outcome) is recognised by the log's producer state
@@ -27,11 +43,14 @@ and acknowledged with its original offsets without being written again.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from dataclasses import dataclass
 
 from plog.formats import compression as _compression
+from plog.formats import native as _native
+from plog.formats.default_record import encode_records
 from plog.formats.record_batch import encode_batch
 from plog.formats.records import increment_sequence
 from plog.formats.errors import UnsupportedCodecError
@@ -55,6 +74,33 @@ _BATCH_OVERHEAD = 61
 
 COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 
+#: ``plog._native`` when producers build their batches natively (formats/native.py decides,
+#: at import; each Producer reads it when created), else None: the pure-Python reference.
+NATIVE = _native.module
+
+#: Items of :meth:`Producer.send_many` taken from its iterable at a time (native path).
+BULK_CHUNK = 4096
+
+# The events of plog._native.ProduceFill.run (native/src/py_produce.rs).
+_FILL_DONE, _FILL_NEED_MORE, _FILL_NEED_BATCH, _FILL_CLOSE_BEFORE, _FILL_APPENDED, _FILL_NEED_STICKY, \
+    _FILL_TOO_LARGE, _FILL_FALLBACK = range(8)
+
+
+def _count(batch: "_Batch") -> int:
+    return len(batch.records) if batch.builder is None else batch.builder.count
+
+
+def _item_fields(item) -> tuple:
+    """``(key, value, headers)`` of a :meth:`Producer.send_many` item."""
+    if isinstance(item, tuple):
+        if len(item) == 2:
+            return item[0], item[1], None
+        if len(item) == 3:
+            return item
+        raise ValueError(f"a record of send_many is a value or a (key, value[, headers]) tuple, "
+                         f"not a tuple of {len(item)}")
+    return None, item, None
+
 
 @dataclass(frozen=True)
 class RecordMetadata:
@@ -69,10 +115,18 @@ class RecordMetadata:
 
 
 class _Batch:
-    __slots__ = ("tp", "records", "size", "base_offset", "log_append_time", "error", "done")
+    """A batch being filled or sent. On the reference path its ``records`` are tuples,
+    encoded when sent; on the native path ``builder`` (a ``plog._native.RecordsBuilder``)
+    holds them already encoded, ``records`` stays empty, and ``size`` is the builder's once
+    the batch is closed. ``deferred``: what the reference encoder raised for one of its
+    records, raised when the batch is encoded, as the reference path raises it."""
 
-    def __init__(self, tp: TopicPartition):
+    __slots__ = ("tp", "records", "size", "base_offset", "log_append_time", "error", "done", "builder", "deferred")
+
+    def __init__(self, tp: TopicPartition, builder=None):
         self.tp = tp
+        self.builder = builder
+        self.deferred: BaseException | None = None
         self.records: list[tuple] = []
         self.size = _BATCH_OVERHEAD
         self.base_offset = -1
@@ -84,12 +138,14 @@ class _Batch:
 class FutureRecordMetadata:
     """The outcome of one :meth:`Producer.send`; :meth:`get` flushes if needed."""
 
-    __slots__ = ("_producer", "_batch", "_index")
+    __slots__ = ("_producer", "_batch", "_index", "_record")
 
-    def __init__(self, producer: "Producer", batch: _Batch, index: int):
+    def __init__(self, producer: "Producer", batch: _Batch, index: int, record: tuple | None = None):
         self._producer = producer
         self._batch = batch
         self._index = index
+        #: the record's (index, timestamp, key, value) when the batch holds no tuples (native)
+        self._record = record
 
     def done(self) -> bool:
         return self._batch.done
@@ -100,7 +156,7 @@ class FutureRecordMetadata:
         b = self._batch
         if b.error is not None:
             raise b.error
-        _, ts, key, value = b.records[self._index][:4]
+        _, ts, key, value = (self._record or b.records[self._index])[:4]
         return RecordMetadata(b.tp.topic, b.tp.partition, b.base_offset + self._index,
                               b.log_append_time if b.log_append_time >= 0 else ts,
                               -1 if key is None else len(key), -1 if value is None else len(value))
@@ -116,7 +172,7 @@ class Producer:
                  compression_type: str = "none", compression_level: int | None = None,
                  enable_idempotence: bool = True, acks: str | int = "all", max_request_size: int = 1048576,
                  partitioner_ignore_keys: bool = False, auto_create_topics: bool = True,
-                 hold_lock: bool = False, lock_timeout_s: float = 30.0, rng=None):
+                 hold_lock: bool = False, lock_timeout_s: float = 30.0, rng=None, clock=None):
         self.data_dir = data_dir if isinstance(data_dir, DataDir) else DataDir.open(data_dir, create=True)
         if batch_size < 1:
             raise ConfigError(f"batch.size must be >= 1, not {batch_size}")
@@ -153,6 +209,12 @@ class Producer:
         self._sticky: dict[str, StickyPartitioner] = {}
         self._num_partitions: dict[str, int] = {}
         self._rng = rng
+        #: The wall clock records are stamped with (``time.time``; injectable, e.g. for tests).
+        self._clock = clock or time.time
+        #: ``plog._native`` when batches are built natively, else None: the reference path.
+        self._nat = NATIVE
+        #: topic -> the open batch's builder of each partition (native path; None: no batch)
+        self._slots: dict[str, list] = {}
         self._writer = None
         #: partition -> the failure that stopped a batch to it; later batches to it are not
         #: sent (an interrupted or failed round must not leave a gap before later records).
@@ -200,7 +262,7 @@ class Producer:
                 raise UnknownTopicOrPartitionError(
                     f"Partition {partition} of topic '{topic}' does not exist (it has {n})")
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = int(self._clock() * 1000)
         size = _RECORD_OVERHEAD + (0 if key is None else len(key)) + (0 if value is None else len(value))
         if headers:
             headers = tuple(headers)
@@ -211,6 +273,8 @@ class Producer:
                 f"The message is {size + _BATCH_OVERHEAD} bytes when serialized which is larger than "
                 f"{self.max_request_size}, which is the value of the max.request.size configuration.")
         tp = TopicPartition(topic, partition)
+        if self._nat is not None:
+            return self._send_native(tp, sticky, timestamp_ms, key, value, headers, size)
         batch = self._open.get(tp)
         batch_full = False
         if batch is not None and batch.size + size > self.batch_size:
@@ -250,8 +314,10 @@ class Producer:
         elif not 0 <= partition < n:
             raise UnknownTopicOrPartitionError(f"Partition {partition} of topic '{topic}' does not exist (it has {n})")
         limit = self.max_request_size - _BATCH_OVERHEAD - _RECORD_OVERHEAD
+        if self._nat is not None:
+            return self._send_values_native(topic, values, partition, n, limit)
         batch_size = self.batch_size
-        clock = time.time
+        clock = self._clock
         count = 0
         tp = batch = None
         for value in values:
@@ -289,7 +355,223 @@ class Producer:
                 self.flush()
         return count
 
+    def send_many(self, topic: str, records, partition: int | None = None) -> int:
+        """Queue many records stamped now, without a future each: the bulk API.
+
+        ``records`` is any iterable whose items are each a value (``bytes``, ``bytearray``,
+        ``memoryview`` or None for a tombstone) or a tuple ``(key, value)`` or ``(key, value,
+        headers)``, ``headers`` a sequence of ``(str | bytes, bytes | None)`` pairs or None.
+        Records go as :meth:`send` would send them one by one (partitioner, batching, rounds,
+        errors: an item that can never be sent raises there, the items before it stay
+        queued); returns how many were queued. Call :meth:`flush` (or :meth:`close`) to
+        wait for them; :attr:`stats` says where they went."""
+        if self.closed:
+            raise ProducerError("send after the producer was closed")
+        # The rounds of one call share one writer (one lock, one open of the logs), as with
+        # hold_lock; it is let go when the call returns (nothing is in flight between rounds).
+        held, self.hold_lock = self.hold_lock, True
+        try:
+            if self._nat is not None:
+                return self._send_many_native(topic, records, partition)
+            count = 0
+            send = self.send
+            for item in records:
+                key, value, headers = _item_fields(item)
+                send(topic, value, key, headers, partition)
+                count += 1
+            return count
+        finally:
+            self.hold_lock = held
+            if not held:
+                writer, self._writer = self._writer, None
+                if writer is not None:
+                    writer.close()
+
+    # -- the native path (plog._native builds the batches; the reference is above) ----------
+
+    def _slots_for(self, topic: str) -> list:
+        slots = self._slots.get(topic)
+        if slots is None:
+            slots = self._slots[topic] = [None] * self.partitions_for(topic)
+        return slots
+
+    def _new_native_batch(self, tp: TopicPartition) -> _Batch:
+        batch = self._open[tp] = _Batch(tp, self._nat.RecordsBuilder())
+        self._slots_for(tp.topic)[tp.partition] = batch.builder
+        return batch
+
+    def _send_native(self, tp, sticky, timestamp_ms, key, value, headers, size) -> FutureRecordMetadata:
+        """The rest of :meth:`send` on the native path (same decisions, same order)."""
+        batch = self._open.get(tp)
+        batch_full = False
+        if batch is not None and batch.builder.size + size > self.batch_size:
+            self._close_batch(batch)
+            batch = None
+        if batch is None:
+            batch = self._new_native_batch(tp)
+        builder = batch.builder
+        index = builder.count
+        if not builder.append(timestamp_ms, key, value, headers, size):
+            self._append_reference(batch, timestamp_ms, key, value, headers, size)
+        if builder.size >= self.batch_size:
+            self._close_batch(batch)
+            batch_full = True
+        if sticky is not None:
+            sticky.record_appended(size, batch_full)
+        now = time.monotonic() * 1000
+        if self._first_linger_ms is None:
+            self._first_linger_ms = now
+        if now - self._first_linger_ms >= self.linger_ms:
+            self.flush()
+        elif self._ready_bytes >= self.max_request_size:
+            self._send_ready()
+        return FutureRecordMetadata(self, batch, index, (index, timestamp_ms, key, value))
+
+    def _append_reference(self, batch: _Batch, ts: int, key, value, headers, size: int) -> None:
+        """A record the native encoder leaves to the reference (unusual types, a timestamp
+        it rejects): its bytes as ``encode_records`` makes them, or its error, deferred to
+        when the batch is encoded (where the reference path raises it)."""
+        builder = batch.builder
+        index = builder.count
+        base = ts if index == 0 else builder.base_timestamp
+        raw = b""
+        try:
+            raw = encode_records([(index, ts, key, value, headers) if headers else (index, ts, key, value)],
+                                 0, base)[0]
+        except Exception as e:  # noqa: BLE001 - the reference's own error, raised at encode time
+            if batch.deferred is None:
+                batch.deferred = e
+        builder.append_raw(ts, raw, size)
+
+    def _linger_check(self, send_style: bool = False) -> None:
+        """linger.ms up: everything goes. ``send_values``' check at the end of a call, or
+        with ``send_style`` :meth:`send`'s after a record."""
+        now = time.monotonic() * 1000
+        if self._first_linger_ms is None:
+            self._first_linger_ms = now
+            if not send_style:
+                return
+        if now - self._first_linger_ms >= self.linger_ms:
+            self.flush()
+
+    def _send_values_native(self, topic: str, values, partition: int | None, n: int, limit: int) -> int:
+        values = values if type(values) is list else list(values)
+        fill = self._nat.ProduceFill(3, n, partition, self.ignore_keys, self.batch_size, limit,
+                                     clock=None if self._clock is time.time else self._clock)
+        pos = count = 0
+        while True:
+            pos, taken, event, extra = self._fill(topic, fill, values, pos, True, len(values) + 1)
+            count += taken
+            if event == _FILL_TOO_LARGE:
+                raise RecordTooLargeError(
+                    f"The message is {extra + _BATCH_OVERHEAD} bytes when serialized which is larger than "
+                    f"{self.max_request_size}, which is the value of the max.request.size configuration.")
+            if event == _FILL_FALLBACK:
+                value = values[pos]
+                size = _RECORD_OVERHEAD + len(value)  # the reference's TypeError for a value without len
+                if size > limit:
+                    raise RecordTooLargeError(
+                        f"The message is {size + _BATCH_OVERHEAD} bytes when serialized which is larger than "
+                        f"{self.max_request_size}, which is the value of the max.request.size configuration.")
+                self.send(topic, value, None, None, partition, extra)
+                pos += 1
+                count += 1
+                continue
+            break
+        if count:
+            self._linger_check()
+        return count
+
+    def _send_many_native(self, topic: str, records, partition: int | None) -> int:
+        n = self._num_partitions.get(topic) or self.partitions_for(topic)
+        if partition is not None and not 0 <= partition < n:
+            raise UnknownTopicOrPartitionError(f"Partition {partition} of topic '{topic}' does not exist (it has {n})")
+        fill = self._nat.ProduceFill(2, n, partition, self.ignore_keys, self.batch_size,
+                                     self.max_request_size - _BATCH_OVERHEAD,
+                                     clock=None if self._clock is time.time else self._clock)
+        it = iter(records)
+        count = 0
+        while True:
+            chunk = list(itertools.islice(it, BULK_CHUNK))
+            if not chunk:
+                return count
+            # linger.ms 0: send's flush after every record.
+            step = 1 if self.linger_ms == 0 else len(chunk) + 1
+            pos = 0
+            while pos < len(chunk):
+                pos, taken, event, extra = self._fill(topic, fill, chunk, pos, True, step)
+                count += taken
+                if event == _FILL_TOO_LARGE:
+                    raise RecordTooLargeError(
+                        f"The message is {extra + _BATCH_OVERHEAD} bytes when serialized which is larger than "
+                        f"{self.max_request_size}, which is the value of the max.request.size configuration.")
+                if event == _FILL_FALLBACK:
+                    key, value, headers = _item_fields(chunk[pos])
+                    self.send(topic, value, key, headers, partition, extra)
+                    pos += 1
+                    count += 1
+                    continue
+                if step == 1:
+                    self._linger_check(send_style=True)
+            self._linger_check(send_style=True)
+
+    def _fill(self, topic: str, fill, source, pos: int, last: bool, max_records: int):
+        """Run ``fill`` (a ``plog._native.ProduceFill``) over ``source`` from ``pos``, acting
+        on its events as :meth:`send` does between records, until it takes ``max_records``,
+        runs out of input, or meets a record it does not take. Returns ``(pos, records
+        taken, event, extra)``: event ``_FILL_DONE``, ``_FILL_NEED_MORE`` (lines: the rest
+        of ``source`` is not a whole line), ``_FILL_TOO_LARGE`` (extra: the record's size
+        estimate) or ``_FILL_FALLBACK`` (the record at ``pos`` goes by the reference path,
+        stamped ``extra`` when not None). :attr:`fill_taken` counts the records taken so far,
+        also when a send round raises."""
+        slots = self._slots_for(topic)
+        sticky = self._sticky.get(topic)
+        run = fill.run
+        taken = 0
+        self.fill_taken = 0
+        check = False
+        while True:
+            if sticky is not None and sticky._partition is not None:
+                sp, produced = sticky._partition, sticky._produced
+            else:
+                sp, produced = -1, 0
+            want = 1 if check else max_records - taken
+            pos, n, event, p, produced, switch, extra = run(slots, source, pos, last, want, sp, produced)
+            taken += n
+            self.fill_taken = taken
+            if sp >= 0:
+                sticky._produced = produced
+            if event == _FILL_APPENDED:
+                if extra:  # the batch is full
+                    self._close_batch(self._open[TopicPartition(topic, p)])
+                if switch:
+                    sticky._switch()
+            if (check and n) or event == _FILL_APPENDED:
+                check = False
+                if self._ready_bytes >= self.max_request_size:
+                    self._send_ready()
+            if event == _FILL_APPENDED:
+                continue
+            if event == _FILL_NEED_BATCH:
+                self._new_native_batch(TopicPartition(topic, p))
+            elif event == _FILL_CLOSE_BEFORE:
+                self._close_batch(self._open[TopicPartition(topic, p)])
+                check = True
+            elif event == _FILL_NEED_STICKY:
+                if sticky is None:
+                    sticky = self._sticky[topic] = StickyPartitioner(len(slots), batch_size=self.batch_size,
+                                                                     rng=self._rng)
+                sticky.partition()
+            elif event == _FILL_DONE:
+                if n < want or taken >= max_records:
+                    return pos, taken, event, None
+            else:
+                return pos, taken, event, (extra if p >= 0 or event == _FILL_TOO_LARGE else None)
+
     def _close_batch(self, batch: _Batch) -> None:
+        if batch.builder is not None:
+            batch.size = batch.builder.size
+            self._slots[batch.tp.topic][batch.tp.partition] = None
         del self._open[batch.tp]
         self._ready.append(batch)
         self._ready_bytes += batch.size
@@ -313,30 +595,40 @@ class Producer:
         writer = self._writer
         own_writer = writer is None
         failure: BaseException | None = None
+        # One produce request per partition: its ready batches, in order, in one append.
+        groups: dict[TopicPartition, list[_Batch]] = {}
+        for batch in ready:
+            group = groups.get(batch.tp)
+            if group is None:
+                groups[batch.tp] = [batch]
+            else:
+                group.append(batch)
         try:
             if own_writer:
                 # The writer re-reads the metadata when it takes its first lock.
                 writer = self.data_dir.writer(self.lock_timeout_s)
-            appended = []
-            for batch in ready:
+            for tp, batches in groups.items():
                 if failure is not None:
-                    # Nothing after a failed batch is written: order within a partition holds.
-                    batch.error = ProducerError(f"not sent: an earlier batch failed ({failure})")
+                    # Nothing after a failed request is written: order within a partition holds.
+                    for batch in batches:
+                        batch.error = ProducerError(f"not sent: an earlier batch failed ({failure})")
                     continue
-                earlier = self._failed.get(batch.tp)
+                earlier = self._failed.get(tp)
                 if earlier is not None:
                     # The same across rounds: a batch of an earlier round to this partition
-                    # failed (or was cut short by Ctrl-C), so this one would follow a gap.
-                    batch.error = failure = ProducerError(
-                        f"not sent: an earlier batch to {batch.tp.topic}-{batch.tp.partition} failed "
-                        f"({str(earlier) or type(earlier).__name__})")
+                    # failed (or was cut short by Ctrl-C), so these would follow a gap.
+                    for batch in batches:
+                        batch.error = failure = ProducerError(
+                            f"not sent: an earlier batch to {tp.topic}-{tp.partition} failed "
+                            f"({str(earlier) or type(earlier).__name__})")
                     continue
                 try:
-                    self._append(writer, batch)
-                    appended.append(batch)
+                    self._append(writer, tp, batches)
                 except EngineError as e:
-                    batch.error = e
                     failure = e
+                    for batch in batches:
+                        if batch.base_offset < 0 and batch.error is None:
+                            batch.error = e
             writer.flush()
         except BaseException as e:
             failure = failure or e
@@ -357,7 +649,7 @@ class Producer:
         for batch in ready:
             batch.done = True
             if batch.error is None:
-                n = len(batch.records)
+                n = _count(batch)
                 self.records_sent += n
                 st = self.stats.get(batch.tp)
                 if st is None:
@@ -371,24 +663,76 @@ class Producer:
                     self._failed.setdefault(batch.tp, failure)
             raise failure
 
-    def _append(self, writer, batch: _Batch) -> None:
-        tp = batch.tp
-        seq = -1
-        if self.idempotent:
-            seq = self._sequences.get(tp, 0)
+    def _append(self, writer, tp: TopicPartition, batches: list[_Batch]) -> None:
+        """Encode ``batches`` (all to ``tp``, in order) and append them in one request."""
+        seq = self._sequences.get(tp, 0) if self.idempotent else -1
         config = self.data_dir.topic_config(tp.topic)
         codec = self.codec
         if config.compression_type not in ("producer",):
             # The broker would recompress to the topic's codec; writing it so is the same result.
             codec = _compression.codec_id("none" if config.compression_type == "uncompressed"
                                           else config.compression_type)
-        raw = encode_batch(batch.records, compression_codec=codec, compression_level=self.compression_level,
-                           producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=seq)
-        info = writer.append(tp, raw, flush=False, acks=self.acks)
-        batch.base_offset = info.first_offset
-        batch.log_append_time = info.log_append_time
+        raws, seqs = [], []
+        for batch in batches:
+            raws.append(self._encode(batch, codec, seq))
+            seqs.append(seq)
+            if self.idempotent:
+                seq = increment_sequence(seq, _count(batch))
+        leader = writer.leader_log(tp)[0]
+        start = leader.log_end_offset
+        try:
+            infos = writer.append_batches(tp, raws, acks=self.acks)
+        except BaseException as e:  # an engine error, or Ctrl-C in the middle of the request
+            self._partly_appended(writer, leader, tp, batches, raws, seqs, start, e)
+            raise
+        for batch, info in zip(batches, infos):
+            batch.base_offset = info.first_offset
+            batch.log_append_time = info.log_append_time
         if self.idempotent:
-            self._sequences[tp] = increment_sequence(seq, len(batch.records))
+            self._sequences[tp] = seq
+
+    def _partly_appended(self, writer, leader, tp, batches, raws, seqs, start: int, error: BaseException) -> None:
+        """After a request that failed at one of its batches: the batches before it are in
+        the log (its end offset says how many). An idempotent producer appends the last of
+        them again, a duplicate the log acknowledges with its offsets, so the writer flushes
+        and replicates them before they are acknowledged, as when each batch was its own
+        request; without idempotence they stay unacknowledged (their outcome is unknown).
+        The failing batch gets ``error`` (an engine error; anything else, Ctrl-C, fails the
+        whole round in :meth:`_send_ready`), the ones after it are not sent."""
+        k, written = 0, leader.log_end_offset - start
+        while k < len(batches) and written >= _count(batches[k]):
+            written -= _count(batches[k])
+            k += 1
+        if k and self.idempotent:
+            try:
+                last = writer.append_batches(tp, [raws[k - 1]], acks=self.acks)[0]
+            except EngineError:
+                k = 0
+            else:
+                offset = start
+                for batch in batches[:k]:
+                    batch.base_offset = offset
+                    batch.log_append_time = last.log_append_time
+                    offset += _count(batch)
+                self._sequences[tp] = seqs[k] if k < len(seqs) else increment_sequence(seqs[-1], _count(batches[-1]))
+        else:
+            k = 0
+        if not isinstance(error, EngineError):
+            return
+        for i, batch in enumerate(batches[k:]):
+            batch.error = error if i == 0 else ProducerError(f"not sent: an earlier batch failed ({error})")
+
+    def _encode(self, batch: _Batch, codec: int, seq: int) -> bytes:
+        builder = batch.builder
+        if builder is None:
+            return encode_batch(batch.records, compression_codec=codec, compression_level=self.compression_level,
+                                producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=seq)
+        if batch.deferred is not None:
+            raise batch.deferred
+        payload = None
+        if codec:
+            payload = bytes(_compression.compress(codec, builder.records(), level=self.compression_level, magic=2))
+        return builder.batch(codec & 0x07, self.producer_id, self.producer_epoch, seq, payload)
 
     def release(self) -> None:
         """Give back a held data directory (``hold_lock``) after a flush; the next send round

@@ -6,6 +6,11 @@ that feeds a topic from a file or a pipe (kafka-console-producer's loop).
   (kafka-console-producer's LineMessageReader); plain lines (no key, no headers, no null
   marker) take the bulk path, :meth:`Producer.send_values` on chunks of values, without a
   parse or a future per record. **JSON lines** are :func:`record_io.parse_jsonl`'s.
+* **Native path**: with plog's native module, plain and keyed lines (no header parsing,
+  no ``headers``) are read in large chunks and parsed, partitioned and batched in Rust
+  (``plog._native.ProduceFill``, driven by ``Producer._fill``): the same records, batches,
+  errors and line numbers as the loops below, which stay the reference (and run for jsonl
+  and header lines, over the producer's native batches).
 * **Linger**: a record waits in the producer at most ``linger.ms`` while input keeps
   coming. Input that pauses (a pipe or a terminal with nothing to read now) makes what
   lingers go at once, and the data directory is released while the loop waits, so other
@@ -23,15 +28,22 @@ import itertools
 import os
 import select
 import stat
+import time
 from typing import BinaryIO, Iterable, Iterator
 
-from plog.engine.clients.producer import Producer
+from plog.engine.clients.producer import (_BATCH_OVERHEAD, _FILL_DONE, _FILL_FALLBACK, _FILL_NEED_MORE,
+                                          _FILL_TOO_LARGE, _RECORD_OVERHEAD, Producer)
+from plog.engine.errors import RecordTooLargeError
 
 #: Plain lines handed to :meth:`Producer.send_values` at a time (one at a time from input
 #: that can pause, so each line goes out as soon as it is typed).
 CHUNK_LINES = 4096
 #: Bytes read from a pipe or terminal at a time.
 READ_BYTES = 1 << 16
+#: Native path: input that stays empty this long (seconds) has paused (see _read_more).
+PAUSE_S = 0.002
+#: Bytes of a regular file read at a time on the native path.
+READ_FILE_BYTES = 1 << 20
 
 
 def input_may_pause(source) -> bool:
@@ -66,6 +78,20 @@ def lines_of(source: BinaryIO, producer: Producer | None = None) -> Iterator[byt
             pending = lines.pop()
             for line in lines:
                 yield line + b"\n"
+
+
+def _read_more(source, producer: Producer, size: int) -> bytes:
+    """The next bytes of input that can pause; before waiting for them, what lingers is
+    sent and the data directory released (as :func:`lines_of`)."""
+    fd = source.fileno()
+    # A writer that is only a moment behind (a pipe refilled within PAUSE_S) is not a pause:
+    # the native loop drains a pipe faster than most writers fill it, and a round and a
+    # release at every refill would turn one stream into thousands of tiny rounds.
+    ready, _, _ = select.select([fd], [], [], PAUSE_S)
+    if not ready:
+        producer.flush()
+        producer.release()
+    return os.read(fd, max(size, READ_BYTES))
 
 
 def ensure_topic(producer: Producer, topic: str):
@@ -106,11 +132,91 @@ class ProduceLoop:
         """Read ``source`` to its end, sending every record (errors stop it; see
         :attr:`line_number`)."""
         interactive = input_may_pause(source)
+        if self._run_native(source, interactive):
+            return
         lines = lines_of(source, self.producer if interactive else None)
         if self.plain:
             self._send_plain(lines, 1 if interactive else CHUNK_LINES)
             return
         self._send_records(lines)
+
+    def _run_native(self, source: BinaryIO, interactive: bool = False) -> bool:
+        """The native path for plain or keyed lines (plog._native parses, partitions,
+        batches and encodes; the producer sends): the same records, batches, errors and line
+        numbers as :meth:`_send_plain` / :meth:`_send_records` (input that can pause: what
+        has lingered goes, and the directory is released, before waiting for more, as
+        :func:`lines_of` does). False (nothing read) where the reference loop runs: no native
+        module, jsonl, headers, or an explicit partition the topic does not have (the
+        reference raises for it)."""
+        producer, parser = self.producer, self.parser
+        nat = producer._nat
+        if nat is None or parser is None or parser.parse_headers or self.headers:
+            return False
+        n = producer.partitions_for(self.topic)
+        if self.partition is not None and not 0 <= self.partition < n:
+            return False
+        plain = self.plain
+        limit = producer.max_request_size - _BATCH_OVERHEAD - (_RECORD_OVERHEAD if plain else 0)
+        fill = nat.ProduceFill(0 if plain else 1, n, self.partition, producer.ignore_keys, producer.batch_size, limit,
+                               key_separator=parser.key_separator if parser.parse_key else None,
+                               null_marker=None if plain else parser.null_marker, ignore_error=parser.ignore_error,
+                               clock=None if producer._clock is time.time else producer._clock)
+        # Plain lines go in chunks of CHUNK_LINES (send_values' calls: linger checks and
+        # line numbers per chunk); keyed lines one at a time when linger.ms is 0 (send's).
+        chunk = CHUNK_LINES if plain or producer.linger_ms else 1
+        data, pos, last, read_size = b"", 0, False, READ_FILE_BYTES
+        in_chunk = 0
+        need_more = True
+        while True:
+            if need_more:
+                more = _read_more(source, producer, read_size) if interactive else source.read(read_size)
+                last = not more
+                data = data[pos:] + more if pos < len(data) else more
+                pos = 0
+            try:
+                pos, taken, event, extra = producer._fill(self.topic, fill, data, pos, last, chunk - in_chunk)
+            except BaseException:
+                if not plain:
+                    self.line_number += in_chunk + producer.fill_taken
+                raise
+            in_chunk += taken
+            need_more = event == _FILL_NEED_MORE
+            # A line longer than what was read: read more at a time (no rescans of a huge line).
+            read_size = read_size * 2 if need_more and not taken else READ_FILE_BYTES
+            if event == _FILL_TOO_LARGE:
+                if not plain or interactive:
+                    # send's line; or send_values' calls of one line each: the lines before it
+                    self.line_number += in_chunk + (not plain)
+                raise RecordTooLargeError(
+                    f"The message is {extra + _BATCH_OVERHEAD} bytes when serialized which is larger than "
+                    f"{producer.max_request_size}, which is the value of the max.request.size configuration.")
+            if event == _FILL_FALLBACK:
+                pos = self._fallback_line(data, pos, last, self.line_number + in_chunk + 1, extra, plain)
+                in_chunk += 1
+            if in_chunk >= chunk or (event == _FILL_DONE and in_chunk and last):
+                self.line_number += in_chunk
+                in_chunk = 0
+                producer._linger_check(send_style=not plain)
+            if event == _FILL_DONE and last and pos >= len(data):
+                return True
+
+    def _fallback_line(self, data: bytes, pos: int, last: bool, number: int, ts, plain: bool) -> int:
+        """The line at ``pos`` by the reference path (the parser's error for it, if any);
+        returns the position after it."""
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end + 1
+        line = data[pos:end]
+        if not plain:
+            try:
+                rec = self.parser.parse(line, number)
+            except BaseException:
+                self.line_number = number
+                raise
+            key, value = rec.key, rec.value
+        else:
+            key, value = None, line[:-2] if line[-2:] == b"\r\n" else line[:-1] if line[-1:] in (b"\n", b"\r") else line
+        self.producer.send(self.topic, value, key, None, self.partition, ts)
+        return end
 
     def _send_plain(self, lines: Iterator[bytes], chunk_lines: int) -> None:
         send_values, topic, partition = self.producer.send_values, self.topic, self.partition

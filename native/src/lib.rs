@@ -107,6 +107,14 @@
 //!   last_offset_delta, delete_horizon) -> (bytes, max_ts, last_delta) | None`: an
 //!   uncompressed v2 batch of the kept records as `encode_batch` writes it
 //!   (engine/maintenance/batch_filter.py).
+//! * `RecordsBuilder()`: an open producer batch, its v2 records encoded as they arrive
+//!   (`append`, `append_raw`, `count`, `size`, `records()`, `batch(...)` -> the whole batch
+//!   with its CRC); engine/clients/producer.py (native/src/produce.rs, py_produce.rs).
+//! * `ProduceFill(mode, partitions, partition, ignore_keys, batch_size, limit, key_separator,
+//!   null_marker, ignore_error, clock)`: the producer's accumulate loop over lines or a list
+//!   of records, `.run(builders, source, pos, last, max_records, sticky, produced)` up to the
+//!   next event the Python producer acts on (native/src/py_produce.rs).
+//! * `murmur2(data) -> int`: Kafka's murmur2 (engine/clients/partitioner.py).
 //!
 //! Safety: the only `unsafe` is the view of a Python buffer's bytes (`ByteView`). Panics
 //! cannot cross into Python: every entry point runs under `guarded`, which turns one into a
@@ -129,6 +137,7 @@ mod crc;
 mod dump_batch;
 mod dump_text;
 mod fault;
+mod produce;
 mod protobuf_json;
 mod py_append;
 mod py_arrow_columns;
@@ -136,6 +145,7 @@ mod py_avro_json;
 mod py_compact;
 mod py_consume_decode;
 mod py_consume_render;
+mod py_produce;
 mod py_protobuf_json;
 mod py_recovery;
 mod py_scan;
@@ -618,5 +628,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py_protobuf_json::register(m)?;
     py_append::register(m)?;
     py_compact::register(m)?;
+    py_produce::register(m)?;
     Ok(())
 }
