@@ -7,8 +7,10 @@ What a record goes through, as in ``KafkaProducer``:
 2. **Accumulate** per partition into a batch until the next record would take it past
    ``batch.size`` bytes (a record larger than that gets a batch of its own, as in Kafka).
    Sizes are the records' uncompressed sizes; Kafka also estimates the compression ratio.
-3. **Send** the closed batches (``max.request.size`` worth, or everything at ``linger.ms``,
-   :meth:`Producer.flush` or :meth:`Producer.close`) in one round: each batch is encoded as
+3. **Send** the closed batches (what Kafka's producer has in flight to a broker at once:
+   ``max.in.flight.requests.per.connection`` (5) requests of ``max.request.size`` worth, or
+   everything at ``linger.ms``, :meth:`Producer.flush` or :meth:`Producer.close`) in one
+   round: each batch is encoded as
    a v2 batch with the codec, the producer id, epoch and sequence numbers, appended to the
    partition leader and copied to its followers, then every written log is flushed once
    (a group commit) and only then are the records acknowledged.
@@ -171,6 +173,7 @@ class Producer:
     def __init__(self, data_dir: DataDir | str | os.PathLike, *, batch_size: int = 16384, linger_ms: int = 5,
                  compression_type: str = "none", compression_level: int | None = None,
                  enable_idempotence: bool = True, acks: str | int = "all", max_request_size: int = 1048576,
+                 max_in_flight_requests_per_connection: int = 5,
                  partitioner_ignore_keys: bool = False, auto_create_topics: bool = True,
                  hold_lock: bool = False, lock_timeout_s: float = 30.0, rng=None, clock=None):
         self.data_dir = data_dir if isinstance(data_dir, DataDir) else DataDir.open(data_dir, create=True)
@@ -194,6 +197,13 @@ class Producer:
         self.batch_size = batch_size
         self.linger_ms = linger_ms
         self.max_request_size = max_request_size
+        if max_in_flight_requests_per_connection < 1:
+            raise ConfigError("max.in.flight.requests.per.connection must be >= 1, "
+                              f"not {max_in_flight_requests_per_connection}")
+        #: A round: what a Kafka producer has in flight to a broker at once, up to
+        #: max.in.flight.requests.per.connection requests of max.request.size; its batches
+        #: are appended, replicated and fsynced together before any is acknowledged.
+        self.round_bytes = max_request_size * max_in_flight_requests_per_connection
         self.ignore_keys = partitioner_ignore_keys
         self.auto_create_topics = auto_create_topics
         self.hold_lock = hold_lock
@@ -295,7 +305,7 @@ class Producer:
             self._first_linger_ms = now
         if now - self._first_linger_ms >= self.linger_ms:
             self.flush()  # linger.ms is up: everything queued goes, full or not
-        elif self._ready_bytes >= self.max_request_size:
+        elif self._ready_bytes >= self.round_bytes:
             self._send_ready()
         return FutureRecordMetadata(self, batch, index)
 
@@ -345,7 +355,7 @@ class Producer:
             if sticky is not None:
                 sticky.record_appended(size, full)
             count += 1
-            if self._ready_bytes >= self.max_request_size:
+            if self._ready_bytes >= self.round_bytes:
                 self._send_ready()
         if count:
             now = time.monotonic() * 1000
@@ -423,7 +433,7 @@ class Producer:
             self._first_linger_ms = now
         if now - self._first_linger_ms >= self.linger_ms:
             self.flush()
-        elif self._ready_bytes >= self.max_request_size:
+        elif self._ready_bytes >= self.round_bytes:
             self._send_ready()
         return FutureRecordMetadata(self, batch, index, (index, timestamp_ms, key, value))
 
@@ -548,7 +558,7 @@ class Producer:
                     sticky._switch()
             if (check and n) or event == _FILL_APPENDED:
                 check = False
-                if self._ready_bytes >= self.max_request_size:
+                if self._ready_bytes >= self.round_bytes:
                     self._send_ready()
             if event == _FILL_APPENDED:
                 continue
