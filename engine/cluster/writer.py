@@ -454,10 +454,12 @@ class ClusterWriter:
                 if not log.closed:
                     written.append(log)
                     brokers.add(log.dir.parent)
-        self._dirty.clear()
         self._all_at_once([log.maybe_flush for log in written])
         self._all_at_once([lm.checkpoint_high_watermarks for lm in self._managers.values()
                            if lm.log_dirs[0] in brokers])
+        # Only now: a round interrupted before its checkpoints stays dirty, so closing the
+        # writer flushes and checkpoints it again (no stale high watermark hides records).
+        self._dirty.clear()
         acks, self._acks = self._acks, []
         required_by_tp: dict[TopicPartition, int] = {}
         for tp, required, _ in acks:  # one check per partition: its last acks=all append

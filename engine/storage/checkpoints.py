@@ -88,7 +88,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
     """Replace ``path`` with ``data`` through ``<path>.tmp``, fsync, rename, fsync of the dir.
 
     ``str`` data is encoded as UTF-8 (Kafka's writers). On success no ``.tmp`` remains; on
-    failure the ``.tmp`` is removed, ``path`` keeps its previous content (unless the failure
+    failure (an interrupt too) the ``.tmp`` is removed, ``path`` keeps its previous content (unless the failure
     was the final directory fsync, after the rename) and :class:`KafkaStorageError` is
     raised naming the file.
     """
@@ -109,6 +109,9 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
     except OSError as e:
         _remove_quietly(tmp)
         raise KafkaStorageError(f"Error while writing to file {target}: {e.strerror or e}") from e
+    except BaseException:  # Ctrl-C or SIGTERM mid-write: no .tmp is left behind either
+        _remove_quietly(tmp)
+        raise
     _sync_directory_of(target)
 
 
