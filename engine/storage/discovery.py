@@ -34,6 +34,7 @@ Rules (Kafka's ``LogManager.loadLogs`` and ``LocalLog``):
 from __future__ import annotations
 
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 
@@ -219,12 +220,15 @@ def _find_log_dirs(path: str, depth: int) -> list[str]:
 def classify(path: str) -> str:
     """``"segment"``, ``"partition"``, ``"logdir"`` or ``"datadir"``.
 
-    Raises ``FileNotFoundError`` for a missing path and :class:`NotAKafkaPathError` for a
-    directory that holds no Kafka data at any of the levels.
+    Raises ``FileNotFoundError`` for a missing path, ``PermissionError`` for one behind a
+    directory we may not enter, and :class:`NotAKafkaPathError` for a directory that holds
+    no Kafka data at any of the levels.
     """
-    if not os.path.exists(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
-    if os.path.isfile(path):
+    try:
+        st = os.stat(path)  # a directory above it we may not enter is "Permission denied", not missing
+    except FileNotFoundError:
+        raise FileNotFoundError(2, "No such file or directory", path) from None
+    if stat.S_ISREG(st.st_mode):
         return "segment"
     entries = _listdir(path)
     name = os.path.basename(os.path.normpath(path))

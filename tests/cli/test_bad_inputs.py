@@ -562,7 +562,10 @@ class Unprivileged:
                                stdin=None if stdin is not None else subprocess.DEVNULL,
                                capture_output=True, env=env, timeout=120)
             err = p.stderr.decode("utf-8", "replace")
-            if not any(f"Permission denied: {a}\n" in err for a in self.ancestors[1:]):
+            # Refused on a directory above base: said so, or o+x was taken off one of them
+            # while the command ran (whatever it then reported).
+            lost = any(not stat.S_IMODE(a.stat().st_mode) & stat.S_IXOTH for a in self.ancestors[1:])
+            if not lost and not any(f"Permission denied: {a}\n" in err for a in self.ancestors[1:]):
                 break
         return p.returncode, err
 
