@@ -207,6 +207,11 @@ PC_TARGETS = (
       "≥ 2 M records/s", 23),
     T("produce_consume.consume_template", "plog consume -e --format '%v\\n' vs kcat -C -f '%s\\n' from a local broker",
       "≥ 3× kcat", 23),
+    T("produce_consume.produce_vs_kcat", "plog produce --file vs kcat -P -X acks=all to a local broker, same lines",
+      "≥ 2× kcat", 24),
+    T("produce_consume.produce_keyed", "plog produce --parse-key, 12 partitions", "≥ 800,000 records/s", 24),
+    T("produce_consume.produce_bulk_api", "Producer.send_many, 1 M records", "≥ 1 M records/s", 24),
+    T("produce_consume.produce_rss_24", "plog produce peak RSS", "≤ 150 MB", 24),
 )
 MAINT_TARGETS = (
     T("maintenance.recovery", "plog recover --jobs 1", "≥ 2 GB/s per process", 7),
@@ -214,6 +219,10 @@ MAINT_TARGETS = (
     T("maintenance.compaction_rss", "plog compact peak RSS",
       "≤ --buffer-size + a few tens of MB (read: ≤ 50 MB over)", 7),
     T("maintenance.vs_broker", "plog recover vs the broker's recovery, same directory", "plog ≥ 3× faster", 7),
+    T("maintenance.compaction_200", "plog compact, 256 MiB, 10% live keys", "≥ 200 MB/s", 24),
+    T("maintenance.compaction_vs_cleaner", "plog compact vs a Kafka broker's log cleaner, identical copy",
+      "≥ 1.5× the rate the cleaner reports", 24),
+    T("maintenance.compaction_rss_24", "plog compact peak RSS", "≤ --buffer-size + 50 MB", 24),
 )
 SCAN_TARGETS = (
     T("scan.local2_vs_local1", "Spark local[2] / local[1]", "≥ 1.7×", 8),
@@ -368,7 +377,7 @@ def _verify_small_rows(b: str, small: dict | None, target: Target, peer: str) ->
 
 def extract_produce_consume(raw: dict, ctx: Context) -> list[Row]:
     b, f = "produce_consume", raw["figures"]
-    t_p, t_c, t_jl, t_tp = PC_TARGETS
+    t_p, t_c, t_jl, t_tp, t_pk, t_keyed, t_bulk, t_rss = PC_TARGETS
     n = raw["records"]
     rows = []
     for t, name, label in ((t_p, "produce", f"plog produce --file, {n:,} 100-byte lines (CLI)"),
@@ -399,13 +408,43 @@ def extract_produce_consume(raw: dict, ctx: Context) -> list[Row]:
                         python=_get(f, name + "_python", "plog_records_per_s")))
     for name in ("produce", "consume"):
         rows.append(row(b, f"produce_consume.{name}_rss", f"plog {name} peak RSS", f[name]["plog_peak_rss_mb"], "MB"))
+    return rows + _write_side_rows(raw, f, (t_pk, t_keyed, t_bulk, t_rss), kcat_why)
+
+
+def _write_side_rows(raw: dict, f: dict, targets: tuple, kcat_why: str) -> list[Row]:
+    """Issue 24's produce figures (bench_produce_consume measures both paths itself)."""
+    b, n = "produce_consume", raw["records"]
+    t_pk, t_keyed, t_bulk, t_rss = targets
+    p = f["produce"]
+    rows = []
+    if "kcat_produce_records_per_s" in p:
+        rows.append(row(b, t_pk.key, f"plog produce --file, {n:,} 100-byte lines, vs kcat -P -X acks=all",
+                        p["plog_records_per_s"], "records/s", peer="kcat to a local broker",
+                        peer_value=p["kcat_produce_records_per_s"], ratio=p["ratio_vs_kcat_produce"], target=t_pk,
+                        met=p["ratio_vs_kcat_produce"] >= 2.0, python=p.get("plog_python_records_per_s"),
+                        note=f"per CPU-second: plog {p.get('plog_records_per_cpu_s')}, "
+                             f"kcat {p.get('kcat_produce_records_per_cpu_s')}"))
+    else:
+        rows.append(missing_row(b, t_pk.key, t_pk.figure, NOT_RUN, p.get("kcat_produce_missing") or kcat_why, t_pk))
+    for t, name, label in ((t_keyed, "produce_keyed", f"plog produce --parse-key, {n:,} keyed lines, 12 partitions"),
+                           (t_bulk, "produce_bulk_api", f"Producer.send_many, {n:,} records (in-process)")):
+        x = f.get(name)
+        if x is None:
+            rows.append(missing_row(b, t.key, t.figure, NOT_RUN, "bench_produce_consume gave no such figure", t))
+            continue
+        rows.append(row(b, t.key, label, x["plog_records_per_s"], "records/s", target=t,
+                        met=x["plog_records_per_s"] >= x["target_records_per_s"],
+                        python=x.get("plog_python_records_per_s")))
+    rss = max(p["plog_peak_rss_mb"], _get(f, "produce_keyed", "plog_peak_rss_mb", default=0) or 0)
+    rows.append(row(b, t_rss.key, "plog produce peak RSS (--file and --parse-key)", rss, "MB", target=t_rss,
+                    met=rss <= 150))
     return rows
 
 
 def extract_maintenance(raw: dict, ctx: Context) -> list[Row]:
     b = "maintenance"
     rc, cp = raw["recovery"], raw["compaction"]
-    t_rc, t_cp, t_rss, t_br = MAINT_TARGETS
+    t_rc, t_cp, t_rss, t_br, t_c200, t_cvk, t_crss = MAINT_TARGETS
     crc = rc["peer_crc32c_pass"]["gb_per_s"]
     peer_crc = "CRC-32C pass, same files"
     rows = [
@@ -417,10 +456,12 @@ def extract_maintenance(raw: dict, ctx: Context) -> list[Row]:
             python=_get(rc, "jobs_2_python", "gb_per_s")),
         row(b, t_cp.key, f"plog compact, {_gib(cp['bytes'])} partition, 10% live keys", cp["mb_per_s"], "MB/s",
             peer="kafka-python decode", peer_value=cp["peer_kafka_python_decode"]["mb_per_s"],
-            ratio=cp["ratio_vs_peer"], target=t_cp, met=cp["mb_per_s"] >= 100.0),
+            ratio=cp["ratio_vs_peer"], target=t_cp, met=cp["mb_per_s"] >= 100.0,
+            python=_get(cp, "python", "mb_per_s")),
         row(b, t_rss.key, f"plog compact peak RSS, --buffer-size {cp['buffer_size_mb']} MiB", cp["peak_rss_mb"], "MB",
             target=t_rss, met=cp["rss_over_buffer_mb"] <= 50, note=f"{cp['rss_over_buffer_mb']} MB over the buffer"),
     ]
+    rows += _compaction_rows_24(cp, ctx, (t_c200, t_cvk, t_crss))
     br = raw.get("broker_recovery")
     if br is None:
         rows.append(missing_row(b, t_br.key, t_br.figure, NOT_RUN, ctx.kafka or "run without --kafka", t_br))
@@ -436,6 +477,30 @@ def extract_maintenance(raw: dict, ctx: Context) -> list[Row]:
                         gbps(f"{key}_seconds"), "GB/s", peer="Kafka broker", peer_value=gbps("broker_seconds"),
                         ratio=br[f"{key}_speedup"], target=t_br, met=br[f"{key}_speedup"] >= 3.0,
                         python=gbps(f"{key}_python_seconds")))
+    return rows
+
+
+def _compaction_rows_24(cp: dict, ctx: Context, targets: tuple) -> list[Row]:
+    """Issue 24's compaction figures: the rate, against a Kafka broker's log cleaner on an
+    identical copy (its own reported rate), and the peak RSS, both paths."""
+    b = "maintenance"
+    t_c200, t_cvk, t_crss = targets
+    label = f"plog compact, {_gib(cp['bytes'])} partition, 10% live keys, --buffer-size {cp['buffer_size_mb']} MiB"
+    rows = [row(b, t_c200.key, label, cp["mb_per_s"], "MB/s", target=t_c200, met=cp["mb_per_s"] >= 200.0,
+                python=_get(cp, "python", "mb_per_s"))]
+    kc = cp.get("peer_kafka_cleaner")
+    if kc is None:
+        rows.append(missing_row(b, t_cvk.key, t_cvk.figure, NOT_RUN, ctx.kafka or "run without --kafka", t_cvk))
+    elif "error" in kc:
+        rows.append(missing_row(b, t_cvk.key, t_cvk.figure, ERROR, kc["error"], t_cvk))
+    else:
+        rows.append(row(b, t_cvk.key, f"plog compact ÷ Kafka {kc['kafka_version']} log cleaner's own rate "
+                        "(log-cleaner.log), identical copy", cp["mb_per_s"], "MB/s", peer="Kafka log cleaner",
+                        peer_value=kc["mb_per_s"], ratio=cp["ratio_vs_kafka_cleaner"], target=t_cvk,
+                        met=cp["ratio_vs_kafka_cleaner"] >= 1.5, python=_get(cp, "python", "mb_per_s")))
+    rows.append(row(b, t_crss.key, f"plog compact peak RSS, --buffer-size {cp['buffer_size_mb']} MiB",
+                    cp["peak_rss_mb"], "MB", target=t_crss, met=cp["rss_over_buffer_mb"] <= 50,
+                    note=f"{cp['rss_over_buffer_mb']} MB over the buffer", python=_get(cp, "python", "peak_rss_mb")))
     return rows
 
 
