@@ -300,13 +300,7 @@ class Producer:
             batch_full = True
         if sticky is not None:
             sticky.record_appended(size, batch_full)
-        now = time.monotonic() * 1000
-        if self._first_linger_ms is None:
-            self._first_linger_ms = now
-        if now - self._first_linger_ms >= self.linger_ms:
-            self.flush()  # linger.ms is up: everything queued goes, full or not
-        elif self._ready_bytes >= self.round_bytes:
-            self._send_ready()
+        self._after_send()
         return FutureRecordMetadata(self, batch, index)
 
     def send_values(self, topic: str, values, partition: int | None = None) -> int:
@@ -428,13 +422,7 @@ class Producer:
             batch_full = True
         if sticky is not None:
             sticky.record_appended(size, batch_full)
-        now = time.monotonic() * 1000
-        if self._first_linger_ms is None:
-            self._first_linger_ms = now
-        if now - self._first_linger_ms >= self.linger_ms:
-            self.flush()
-        elif self._ready_bytes >= self.round_bytes:
-            self._send_ready()
+        self._after_send()
         return FutureRecordMetadata(self, batch, index, (index, timestamp_ms, key, value))
 
     def _append_reference(self, batch: _Batch, ts: int, key, value, headers, size: int) -> None:
@@ -452,6 +440,17 @@ class Producer:
             if batch.deferred is None:
                 batch.deferred = e
         builder.append_raw(ts, raw, size)
+
+    def _after_send(self) -> None:
+        """:meth:`send`'s rule after each record: linger.ms up, everything queued goes, full
+        or not; else a full round goes."""
+        now = time.monotonic() * 1000
+        if self._first_linger_ms is None:
+            self._first_linger_ms = now
+        if now - self._first_linger_ms >= self.linger_ms:
+            self.flush()
+        elif self._ready_bytes >= self.round_bytes:
+            self._send_ready()
 
     def _linger_check(self, send_style: bool = False) -> None:
         """linger.ms up: everything goes. ``send_values``' check at the end of a call, or

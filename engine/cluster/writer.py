@@ -261,13 +261,10 @@ class ClusterWriter:
             log.epoch_cache.assign(state.leader_epoch, log.log_end_offset)
         return log, state
 
-    def append(self, tp, batch: bytes, *, flush: bool = False, acks: int = -1) -> LogAppendInfo:
-        """Append one producer batch to the leader of ``tp`` (its followers fetch it at
-        :meth:`flush`). ``acks``: 0, 1 or -1 (all). With ``acks=-1`` the ISR must hold
-        ``min.insync.replicas`` members (else :class:`NotEnoughReplicasError`, nothing
-        written) and :meth:`flush` fails unless every ISR member replicated the batch.
-        With ``flush=False`` call :meth:`flush` before acknowledging."""
-        tp = TopicPartition(*tp)
+    def _leader_for(self, tp: TopicPartition, acks: int):
+        """The leader log of ``tp`` and its state, for a produce with ``acks``: with ``acks=-1``
+        the ISR must hold ``min.insync.replicas`` members (else :class:`NotEnoughReplicasError`,
+        before anything is written)."""
         leader, state = self.leader_log(tp)
         if acks == -1 and not self.data_dir.kafka_log_dir:
             min_isr = self.data_dir.topic_config(tp.topic).min_insync_replicas
@@ -275,6 +272,16 @@ class ClusterWriter:
                 raise NotEnoughReplicasError(
                     f"The size of the current ISR {id_list(state.isr)} is insufficient to satisfy the min.isr "
                     f"requirement of {min_isr} for partition {tp}")
+        return leader, state
+
+    def append(self, tp, batch: bytes, *, flush: bool = False, acks: int = -1) -> LogAppendInfo:
+        """Append one producer batch to the leader of ``tp`` (its followers fetch it at
+        :meth:`flush`). ``acks``: 0, 1 or -1 (all). With ``acks=-1`` the ISR must hold
+        ``min.insync.replicas`` members (else :class:`NotEnoughReplicasError`, nothing
+        written) and :meth:`flush` fails unless every ISR member replicated the batch.
+        With ``flush=False`` call :meth:`flush` before acknowledging."""
+        tp = TopicPartition(*tp)
+        leader, state = self._leader_for(tp, acks)
         info = leader.append_as_leader(batch, leader_epoch=state.leader_epoch, flush=flush)
         self._dirty.setdefault(tp, [leader])
         if acks == -1:
@@ -289,13 +296,7 @@ class ClusterWriter:
         of many batches to one partition). Returns one :class:`LogAppendInfo` per batch; a
         failure raises after the batches before it were appended (as :meth:`append` would)."""
         tp = TopicPartition(*tp)
-        leader, state = self.leader_log(tp)
-        if acks == -1 and not self.data_dir.kafka_log_dir:
-            min_isr = self.data_dir.topic_config(tp.topic).min_insync_replicas
-            if len(state.isr) < min_isr:
-                raise NotEnoughReplicasError(
-                    f"The size of the current ISR {id_list(state.isr)} is insufficient to satisfy the min.isr "
-                    f"requirement of {min_isr} for partition {tp}")
+        leader, state = self._leader_for(tp, acks)
         before = leader.log_end_offset
         try:
             infos = leader.append_batches_as_leader(batches, leader_epoch=state.leader_epoch)

@@ -56,16 +56,21 @@ _INT_MIN = -(1 << 31)
 _UNBOUNDED = 1 << 62
 
 
+def _check_settings(memory: int, load_factor: float) -> None:
+    """An offset map's size and load factor as the cleaner takes them (ValueError else)."""
+    if memory < BYTES_PER_ENTRY:
+        raise ValueError(f"an offset map needs at least {BYTES_PER_ENTRY} bytes, not {memory}")
+    if not 0 < load_factor <= 1:
+        raise ValueError(f"the load factor must be in (0, 1], not {load_factor}")
+
+
 class SkimpyOffsetMap:
     """Kafka's ``SkimpyOffsetMap`` with the MD5 hash; see the module docstring."""
 
     __slots__ = ("memory", "slots", "load_factor", "_buf", "_entries", "_latest", "lookups", "probes", "_written")
 
     def __init__(self, memory: int, load_factor: float = DEFAULT_LOAD_FACTOR):
-        if memory < BYTES_PER_ENTRY:
-            raise ValueError(f"an offset map needs at least {BYTES_PER_ENTRY} bytes, not {memory}")
-        if not 0 < load_factor <= 1:
-            raise ValueError(f"the load factor must be in (0, 1], not {load_factor}")
+        _check_settings(memory, load_factor)
         self.memory = memory
         self.slots = memory // BYTES_PER_ENTRY
         self.load_factor = load_factor
@@ -220,10 +225,7 @@ class NativeOffsetMap:
     __slots__ = ("memory", "slots", "load_factor", "_t")
 
     def __init__(self, memory: int, load_factor: float = DEFAULT_LOAD_FACTOR):
-        if memory < BYTES_PER_ENTRY:
-            raise ValueError(f"an offset map needs at least {BYTES_PER_ENTRY} bytes, not {memory}")
-        if not 0 < load_factor <= 1:
-            raise ValueError(f"the load factor must be in (0, 1], not {load_factor}")
+        _check_settings(memory, load_factor)
         self.memory = memory
         self.slots = memory // BYTES_PER_ENTRY
         self.load_factor = load_factor

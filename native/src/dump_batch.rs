@@ -180,12 +180,27 @@ fn render_dump_batch<'py>(
     base_sequence: i64,
     timestamp_type: &str,
     print_data: bool,
-) -> PyResult<Option<(Bound<'py, PyString>, i64, i64, Vec<(i64, i64)>)>> {
+) -> PyResult<PyRendered<'py>> {
+    let ctx = BatchContext { base_offset, base_timestamp, log_append_time, base_sequence, timestamp_type, print_data };
+    render_region(py, data, count, |d, decoded| render(d, decoded, &ctx))
+}
+
+/// What both bindings return.
+type PyRendered<'py> = Option<(Bound<'py, PyString>, i64, i64, Vec<(i64, i64)>)>;
+
+/// Decode the records region `data` (`count` records) and render it with `pass`, with the
+/// GIL released over a read-only buffer; None where the region does not decode or `pass`
+/// declines (the caller takes the reference path).
+fn render_region<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    count: i64,
+    pass: impl Fn(&[u8], &Decoded) -> Option<Rendered> + Sync,
+) -> PyResult<PyRendered<'py>> {
     guarded(None, || {
         let view = ByteView::new(data)?;
-        let ctx = BatchContext { base_offset, base_timestamp, log_append_time, base_sequence, timestamp_type, print_data };
-        let pass = |d: &[u8]| decode_records(d, count).ok().and_then(|decoded| render(d, &decoded, &ctx));
-        let rendered = if view.readonly() { run_region(py, view.bytes(), pass) } else { pass(view.bytes()) };
+        let run = |d: &[u8]| decode_records(d, count).ok().and_then(|decoded| pass(d, &decoded));
+        let rendered = if view.readonly() { run_region(py, view.bytes(), run) } else { run(view.bytes()) };
         Ok(rendered.map(|r| (PyString::new(py, &r.text), r.first_offset, r.last_offset, r.gaps)))
     })
 }
@@ -207,22 +222,9 @@ fn render_dump_jsonl_batch<'py>(
     base_sequence: i64,
     timestamp_type: &str,
     prefix: &[u8],
-) -> PyResult<Option<(Bound<'py, PyString>, i64, i64, Vec<(i64, i64)>)>> {
-    guarded(None, || {
-        let view = ByteView::new(data)?;
-        let ctx = BatchContext {
-            base_offset,
-            base_timestamp,
-            log_append_time,
-            base_sequence,
-            timestamp_type,
-            print_data: true,
-        };
-        let pass =
-            |d: &[u8]| decode_records(d, count).ok().and_then(|decoded| render_jsonl(d, &decoded, &ctx, prefix));
-        let rendered = if view.readonly() { run_region(py, view.bytes(), pass) } else { pass(view.bytes()) };
-        Ok(rendered.map(|r| (PyString::new(py, &r.text), r.first_offset, r.last_offset, r.gaps)))
-    })
+) -> PyResult<PyRendered<'py>> {
+    let ctx = BatchContext { base_offset, base_timestamp, log_append_time, base_sequence, timestamp_type, print_data: true };
+    render_region(py, data, count, |d, decoded| render_jsonl(d, decoded, &ctx, prefix))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
