@@ -216,7 +216,7 @@ def _produce(loop, source, quiet: bool, verbose: bool) -> BaseException | None:
     returns the error that stopped it, if any. Ctrl-C (or SIGTERM) stops it cleanly, with the
     summary of what was written."""
     from plog.engine.clients.producer_loop import ensure_topic
-    from plog.engine.errors import EngineError, InputRecordError
+    from plog.engine.errors import EngineError, InputRecordError, ProducerError
 
     producer, topic = loop.producer, loop.topic
     error: BaseException | None = None
@@ -249,6 +249,13 @@ def _produce(loop, source, quiet: bool, verbose: bool) -> BaseException | None:
                 source.close()
             if interrupted and not quiet:
                 _print_summary(topic, producer.stats, verbose)
+            if interrupted and error is not None and not isinstance(error, ProducerError):
+                # The stop's own line and exit code follow; a failure to close the logs must
+                # not be lost behind them. (A ProducerError here is the records the stop kept
+                # from being sent: the summary accounts for them.)
+                from .app import one_line
+
+                print(f"plog: error: {one_line(error)}", file=sys.stderr)
     return error
 
 

@@ -27,6 +27,7 @@ from plog.engine.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
 )
+from plog.engine.interrupts import whole
 from plog.engine.storage.file_names import TopicPartition
 from plog.engine.storage.log import Log, LogAppendInfo
 from plog.engine.storage.log_manager import LogManager
@@ -65,6 +66,10 @@ class ClusterWriter:
         #: Controller events (elections, ISR changes) this writer caused, oldest first.
         self.events: list = []
         self._managers: dict[int, LogManager] = {}
+        #: Every manager this writer constructed and has not closed yet, registered before
+        #: its constructor runs: one a stop orphaned (between the constructor and its entry
+        #: in _managers) is still closed with the others.
+        self._constructed: list[LogManager] = []
         self._dirty: dict[TopicPartition, list[Log]] = {}
         self._acks: list[tuple[TopicPartition, int, int]] = []
         self._pool = None  # threads for concurrent fsyncs (_all_at_once), made on first use
@@ -196,7 +201,8 @@ class ClusterWriter:
         delay = 0.002
         while True:
             try:
-                lm = LogManager([log_dir], node_id=broker_id, cluster_id=self.data_dir.metadata.cluster_id, lazy=True)
+                lm = LogManager([log_dir], node_id=broker_id, cluster_id=self.data_dir.metadata.cluster_id, lazy=True,
+                                on_open=self._constructed.append)
                 break
             except LogDirLockedError:
                 if not wait:
@@ -274,6 +280,7 @@ class ClusterWriter:
                     f"requirement of {min_isr} for partition {tp}")
         return leader, state
 
+    @whole
     def append(self, tp, batch: bytes, *, flush: bool = False, acks: int = -1) -> LogAppendInfo:
         """Append one producer batch to the leader of ``tp`` (its followers fetch it at
         :meth:`flush`). ``acks``: 0, 1 or -1 (all). With ``acks=-1`` the ISR must hold
@@ -290,6 +297,7 @@ class ClusterWriter:
             self._replicate_dirty()
         return info
 
+    @whole
     def append_batches(self, tp, batches, *, acks: int = -1) -> list[LogAppendInfo]:
         """Append producer batches, in order, to the leader of ``tp``: the same result, byte
         for byte, as :meth:`append` of each in turn with ``flush=False`` (one produce request
@@ -316,6 +324,7 @@ class ClusterWriter:
         if acks == -1:
             self._acks.append((tp, end_offset, isr_size))
 
+    @whole
     def append_control(self, tp, producer_id: int, producer_epoch: int, *, commit: bool) -> LogAppendInfo:
         """Write a transaction marker to the leader of ``tp``; followers fetch it at flush."""
         tp = TopicPartition(*tp)
@@ -478,12 +487,16 @@ class ClusterWriter:
                     f"not replicated by every in-sync replica (ISR {id_list(state.isr)}, high watermark "
                     f"{leader.high_watermark}); not acknowledged")
 
+    @whole
     def _all_at_once(self, calls: list) -> None:
         """Run ``calls`` (each replica's fsyncs, each broker's checkpoint) at the same time:
         the disk commits concurrent fsyncs together, so a round costs about one fsync however
         many replicas it wrote, not one per replica. Each call touches its own log or broker
         directory. Raises the first failure after all have ended (as one at a time would,
-        but the others still ran)."""
+        but the others still ran).
+
+        A stop waits for them (:func:`~plog.engine.interrupts.whole`): a pool thread would
+        otherwise still be writing a checkpoint when closing the writer writes it again."""
         if len(calls) <= 1:
             for call in calls:
                 call()
@@ -518,20 +531,33 @@ class ClusterWriter:
                     settings = engine_settings(self.data_dir.metadata.broker_configs)
                 except Exception as e:
                     error = e
+            stop = None
             for lm in managers.values():
                 try:
-                    if settings is not None:
+                    if settings is not None and stop is None:
                         from plog.engine.maintenance.runner import run_due
 
                         # What a broker's cleaner and retention threads would have done by
                         # now, on the logs this writer touched, before letting go.
                         run_due(lm, settings)
+                except KeyboardInterrupt as e:
+                    # A stop: the maintenance left waits for the next writer (it is crash-safe),
+                    # but every manager is still closed (LogManager.close waits for its end).
+                    stop = e
                 except Exception as e:
                     error = error or e
                 try:
                     lm.close()
                 except Exception as e:  # close every manager, then report the first failure
                     error = error or e
+            for lm in self._constructed:  # orphans (see __init__); closed ones make this a no-op
+                try:
+                    lm.close()
+                except Exception as e:
+                    error = error or e
+            self._constructed = []
+            if stop is not None:
+                raise stop
             if error is not None:
                 raise error
 

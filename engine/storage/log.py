@@ -37,6 +37,7 @@ from plog.formats.record_batch import (
 )
 from plog.formats.records import LOG_APPEND_TIME
 
+from plog.engine.interrupts import whole
 from plog.engine.storage import append_fast
 from plog.engine.storage.log_config import LogConfig
 from plog.engine.storage.leader_epoch_cache import LeaderEpochCache
@@ -136,6 +137,7 @@ class Log:
 
     # -- append ---------------------------------------------------------------------------------
 
+    @whole
     def append_as_leader(self, records: bytes | bytearray, *, leader_epoch: int = 0,
                          origin: str = "client", flush: bool = True) -> LogAppendInfo:
         """Validate one producer batch as Kafka's leader does, assign its offsets, append.
@@ -180,6 +182,7 @@ class Log:
         self._append(buf, info, leader_epoch, batches=[written], validated=append_info, flush=flush)
         return info
 
+    @whole
     def append_batches_as_leader(self, batches, *, leader_epoch: int = 0,
                                  origin: str = "client") -> list[LogAppendInfo]:
         """:meth:`append_as_leader` of each of ``batches`` (one producer batch each) in turn,
@@ -239,6 +242,7 @@ class Log:
                         f"Compacted topic cannot accept message without key in topic partition {self.name}.")
         return batch
 
+    @whole
     def append_as_follower(self, records: bytes, *, flush: bool = True) -> LogAppendInfo:
         """Append batches that already carry their offsets (replication, repair tools):
         offsets must start at the LEO and increase."""
@@ -268,6 +272,7 @@ class Log:
         self._append(bytearray(buf), info, None, batches=batches, flush=flush)
         return info
 
+    @whole
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
                               coordinator_epoch: int = 0, leader_epoch: int = 0) -> LogAppendInfo:
         """Write a COMMIT/ABORT marker for a producer's open transaction, as the
@@ -453,6 +458,7 @@ class Log:
 
     # -- truncation and deletion -------------------------------------------------------------------
 
+    @whole
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every record at or after ``target_offset`` (a follower's truncation)."""
         self._check_open()
@@ -477,6 +483,7 @@ class Log:
         self._rebuild_producer_state()
         return True
 
+    @whole
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
         for segment in list(self.segments):
@@ -488,6 +495,7 @@ class Log:
         if self.producer_state is not None:
             self.producer_state.truncate_fully_and_start_at(new_offset)
 
+    @whole
     def delete_records_before(self, offset: int) -> int:
         """kafka-delete-records: raise the log start offset to ``offset`` (<= the high
         watermark). Segments wholly below it are removed by retention later, as in Kafka."""

@@ -52,6 +52,7 @@ from plog.engine.storage.checkpoints import (
 )
 from plog.engine.storage.log_config import LogConfig
 from plog.engine.errors import InvalidTopicError, LogDirError, ResourceLimitError
+from plog.engine.interrupts import uninterrupted, whole
 from plog.engine.storage.lock import LogDirLock
 from plog.engine.storage.loader import LoadReport
 from plog.engine.storage.log import Log
@@ -96,7 +97,14 @@ class LogManager:
     """
 
     def __init__(self, log_dirs, *, default_config: LogConfig | None = None, node_id: int = 1,
-                 cluster_id: str | None = None, time_source=None, lazy: bool = False, format_missing: bool = True):
+                 cluster_id: str | None = None, time_source=None, lazy: bool = False, format_missing: bool = True,
+                 on_open=None):
+        """``on_open(manager)`` is called first of all, before any lock or file is touched: an
+        owner that must close what it opened (a writer) learns of the manager even when a
+        stop lands between the end of this constructor and the owner's next line."""
+        if on_open is not None:
+            on_open(self)
+        self.closed = True  # until the start-up has succeeded: closing is then a no-op
         self.log_dirs = [Path(d).resolve() for d in ([log_dirs] if isinstance(log_dirs, (str, os.PathLike)) else log_dirs)]
         if not self.log_dirs:
             raise LogDirError("no log directory given")
@@ -122,8 +130,16 @@ class LogManager:
         self.closed = False
         try:
             self._startup()
+        except KeyboardInterrupt:
+            # A stop (Ctrl-C, SIGTERM) while loading: the directories are left as found, a
+            # cleanly shut down one clean (its logs closed again, its marker back), not as a
+            # crash during loading would leave them.
+            with uninterrupted():
+                self._close(clean_only=True)
+            raise
         except BaseException:
             self._release_locks()
+            self.closed = True
             raise
 
     # -- start-up ---------------------------------------------------------------------------------
@@ -171,9 +187,9 @@ class LogManager:
     def _load_log_dir(self, log_dir: Path) -> None:
         marker = CleanShutdownFile(log_dir)
         clean = marker.exists()
+        self.report.clean_shutdown[str(log_dir)] = clean  # before the delete: see __init__
         if clean:
             marker.delete()  # as Kafka: a crash during loading means recovery next time
-        self.report.clean_shutdown[str(log_dir)] = clean
         recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read() \
             if (log_dir / RECOVERY_POINT_CHECKPOINT).exists() else {}
         log_starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read() \
@@ -209,6 +225,14 @@ class LogManager:
             self._open_log(tp, log_dir, path, clean)
 
     def _open_log(self, tp: TopicPartition, log_dir: Path, path: Path, clean: bool) -> Log:
+        if not clean:
+            return self._open_log_unheld(tp, log_dir, path, clean)
+        # Opening a cleanly closed log is quick (no recovery) and preallocates its active
+        # indexes: a stop waits until it is registered, so that closing trims them.
+        with uninterrupted():
+            return self._open_log_unheld(tp, log_dir, path, clean)
+
+    def _open_log_unheld(self, tp: TopicPartition, log_dir: Path, path: Path, clean: bool) -> Log:
         recovery_points, log_starts, high_watermarks = self._checkpoints.get(log_dir, ({}, {}, {}))
         log = Log.open(path, self.topic_config(tp.topic), log_start_offset=log_starts.get(tp, 0),
                        recovery_point=recovery_points.get(tp, 0), had_clean_shutdown=clean,
@@ -275,8 +299,9 @@ class LogManager:
         tp = TopicPartition(*tp)
         log = self.logs.get(tp)
         if log is None and tp in self._unloaded:
-            log_dir, path = self._unloaded.pop(tp)
-            log = self._open_log(tp, log_dir, path, True)
+            with uninterrupted():  # taken off the unloaded ones only once it is open
+                log_dir, path = self._unloaded.pop(tp)
+                log = self._open_log(tp, log_dir, path, True)
         return log
 
     def get_or_create_log(self, tp, *, config: dict[str, str] | None = None, topic_id: uuid.UUID | None = None,
@@ -457,16 +482,26 @@ class LogManager:
         self._release_locks()
         self.closed = True
 
+    @whole
     def close(self) -> None:
-        """Close every log, write the checkpoints and the clean-shutdown markers, unlock."""
+        """Close every log, write the checkpoints and the clean-shutdown markers, unlock.
+        A stop (Ctrl-C, SIGTERM) waits for the end: a close cut short leaves no marker."""
+        self._close(clean_only=False)
+
+    def _close(self, *, clean_only: bool) -> None:
+        """``clean_only`` (a start-up cut short): the markers only where the directory had
+        one at start-up (the others may be half recovered), and no checkpoints (the files on
+        disk still hold every partition's; the loaded part alone would drop the others')."""
         if self.closed:
             return
         try:
             for log in self.logs.values():
                 log.close()
-            self.checkpoint()
+            if not clean_only:
+                self.checkpoint()
             for log_dir in self.log_dirs:
-                CleanShutdownFile(log_dir).write()
+                if not clean_only or self.report.clean_shutdown.get(str(log_dir)):
+                    CleanShutdownFile(log_dir).write()
         finally:
             self._release_locks()
             self.closed = True

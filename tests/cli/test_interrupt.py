@@ -484,3 +484,34 @@ def test_ctrl_c_while_the_command_is_still_loading(data, delay, stop):
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0]
+
+
+@ONE_PROCESS
+def test_produce_says_when_closing_after_a_stop_fails(tmp_path, capsys, monkeypatch, stop):
+    """A stop, then closing the logs fails (here: the checkpoints cannot be written): the
+    failure is said before the stop's own line, not lost behind it."""
+    from plog.engine.clients.producer_loop import ProduceLoop
+    from plog.engine.errors import LogDirError
+    from plog.engine.storage.log_manager import LogManager
+
+    dd = tmp_path / "d"
+    _must(["topics", "create", "t", "-d", str(dd)])
+    lines = tmp_path / "lines.txt"
+    lines.write_text("x\n")
+
+    def stopped(self, source):
+        self.producer.send(self.topic, b"accepted")  # a record that makes the close write
+        if stop.signal == signal.SIGINT:
+            raise KeyboardInterrupt
+        os.kill(os.getpid(), stop.signal)
+        raise AssertionError(f"{stop} did not stop plog")
+
+    def refused(self):
+        raise LogDirError("cannot write the checkpoints of broker-1", path=str(dd / "broker-1"))
+
+    monkeypatch.setattr(ProduceLoop, "run", stopped)
+    monkeypatch.setattr(LogManager, "checkpoint", refused)
+    code, _out, err = plog(capsys, "produce", "t", "--file", str(lines), "-d", str(dd))
+    assert code == stop.code, err
+    assert err.splitlines()[-2:] == [f"plog: error: {dd / 'broker-1'}: cannot write the checkpoints of broker-1",
+                                     stop.line], err
