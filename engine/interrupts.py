@@ -39,7 +39,8 @@ def _note(signum, frame) -> None:
     if _depth:
         _noted.append((signum, frame))
         return
-    # A stop between the outermost exit's depth reset and its handler restore: act now.
+    # Not held (cannot happen while _note is installed: the depth counts the swaps too);
+    # the stop is acted on, never dropped.
     _deliver(_saved.get(signum), signum, frame)
 
 
@@ -58,7 +59,11 @@ def _restore() -> None:
 
 
 class uninterrupted:
-    """Context manager: SIGINT and SIGTERM wait for its end (see the module docstring)."""
+    """Context manager: SIGINT and SIGTERM wait for its end (see the module docstring).
+
+    The depth counts as held while the handlers are being swapped in and out, so a stop that
+    arrives in the middle of the swap (Python runs handlers right after a call returns) is
+    noted, never dropped."""
 
     __slots__ = ("_active",)
 
@@ -67,27 +72,30 @@ class uninterrupted:
         self._active = threading.current_thread() is threading.main_thread()
         if not self._active:
             return self
-        if _depth == 0:
+        _depth += 1
+        if _depth == 1:
             try:
                 for signum in _STOP_SIGNALS:
                     # None: a handler installed by C code, which signal() could not put back.
                     if signal.getsignal(signum) is not None:
                         _saved[signum] = signal.signal(signum, _note)
-            except BaseException:  # a stop while the handlers were being replaced
+            except BaseException:  # a stop through a handler not yet swapped: not held
                 _restore()
+                _depth = 0
+                _noted.clear()
                 raise
-        _depth += 1
         return self
 
     def __exit__(self, *exc) -> None:
         global _depth
         if not self._active:
             return
-        _depth -= 1
-        if _depth:
+        if _depth > 1:
+            _depth -= 1
             return
         saved = dict(_saved)
-        _restore()
+        _restore()  # still held: a stop meanwhile reaches _note, which notes it
+        _depth = 0
         if _noted:
             (signum, frame), = _noted[:1]
             _noted.clear()

@@ -238,3 +238,38 @@ def test_a_manager_a_stop_orphaned_is_closed_with_the_writer(tmp_path, monkeypat
     assert (broker / ".kafka_cleanshutdown").exists()
     with dd.writer() as again:  # and its lock was given back
         again.append(("t", 0), _batches(1, random.Random(2))[0], flush=True)
+
+
+@pytest.mark.parametrize("when", ["entering", "leaving"])
+def test_a_stop_in_the_middle_of_the_handler_swap_is_not_dropped(monkeypatch, when):
+    """Python runs a handler right after a call returns: a stop that arrives as the handlers
+    are swapped in (or back) must still stop the program, once."""
+    from plog.engine import interrupts
+
+    real = signal.signal
+    fired = []
+
+    def swap(signum, handler):
+        old = real(signum, handler)
+        entering = handler is interrupts._note
+        if signum == signal.SIGTERM and not fired and entering == (when == "entering"):
+            fired.append(signum)
+            os.kill(os.getpid(), signal.SIGTERM)  # its handler runs before this call returns
+        return old
+
+    hits = []
+
+    def handler(signum, frame):
+        hits.append(signum)
+        raise KeyboardInterrupt
+
+    old_term = real(signal.SIGTERM, handler)
+    monkeypatch.setattr(interrupts.signal, "signal", swap)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with uninterrupted():
+                body_ran = True
+        assert body_ran and fired == [signal.SIGTERM] and hits == [signal.SIGTERM]
+    finally:
+        monkeypatch.undo()
+        real(signal.SIGTERM, old_term)
