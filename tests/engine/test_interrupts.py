@@ -25,6 +25,17 @@ from plog.formats.record_batch import encode_batch
 TS = 1700000000000
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt, as in a terminal (pytest-xdist's workers ignore it);
+    both stop signals' handlers are put back afterwards."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    for s, h in saved.items():
+        signal.signal(s, h)
+
+
 def _batches(n: int, rnd: random.Random) -> list[bytes]:
     return [encode_batch([(i, TS + i, b"k%d" % i, rnd.randbytes(100)) for i in range(10)]) for _ in range(n)]
 
