@@ -99,6 +99,9 @@ def consume(
     """Consume records: from offsets, times or a group's committed position; follow or exit at the end."""
     from plog.engine.clients.consumer_loop import ConsumeLoop
 
+    from .heap import keep_freed_heap
+
+    keep_freed_heap()
     topic = pick_topic(topic, name)
     rng = _start_and_end(offset, from_beginning, isolation_level, group is not None and not partition)
     key_format, value_format = _field_formats(key_format, value_format, serdes)

@@ -158,6 +158,10 @@ def produce(
     from plog.engine.clients.producer import Producer
     from plog.engine.clients.producer_loop import ProduceLoop
 
+    from .heap import keep_freed_heap
+
+    keep_freed_heap()
+
     topic = pick_topic(topic, name)
     static_headers = [(k, v.encode("utf-8")) for k, v in parse_key_values(header, "--header").items()]
     if acks not in ("0", "1", "all", "-1"):

@@ -173,3 +173,13 @@ def test_help_lists_every_command_without_cutting_its_description():
         assert listed == {sub.path[-1]: sub.summary.split(". ")[0].rstrip(".") + "."
                           for sub in group.subcommands if not sub.hidden}, group.path
         assert not any(text.endswith("...") for text in listed.values())
+
+
+def test_the_heavy_commands_keep_freed_heap_on_glibc():
+    """cli/heap.py: produce and consume fix glibc's malloc thresholds (elsewhere: nothing to
+    set, and nothing fails)."""
+    import platform
+
+    from plog.cli.heap import keep_freed_heap
+
+    assert keep_freed_heap() is (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
