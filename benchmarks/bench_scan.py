@@ -20,6 +20,28 @@ Figures (issue 8), in one run on one generated directory:
   them). The installed script's ``--spark`` JSON is checked against the reference too;
 * ``overhead_1gib``: on the first GiB of the directory (its first 8 segments), Spark
   local[2] against 2 local processes on the same 2 cores, start-up excluded the same way.
+  ``spark_local_2.scan_seconds`` is the first job of a fresh session (cold: the session's
+  start-up has run one small task per core, as every ``plog scan --spark`` does), and
+  ``warm_scan_seconds`` the same job again at once; ``spark_overhead`` and
+  ``spark_warm_overhead`` are each over the local processes' first run (``local_2``).
+  The figures are fractions of a second, so each measurement is also repeated 5 times in
+  its process (``local_2.runs``: the scan again, a fresh process pool each time as ``plog
+  scan --jobs 2`` has; ``spark_local_2.warm_runs``: the warm job again), and
+  ``local_2_median_seconds``, ``spark_local_2_warm_median_seconds``,
+  ``spark_overhead_vs_median`` (the cold job over the local median) and
+  ``spark_warm_overhead_median`` (median over median) are computed from them;
+* ``spark_floor``: Spark's own cost of that job without the scan: in a fresh local[2]
+  session, a job over the same units in the same groups (the same ``tasks``, the same input
+  shipped to the Python workers) whose tasks read their input and return nothing; the first
+  such job (``cold_seconds``), the next (``warm_seconds``) and 5 warm ones
+  (``warm_runs``, ``warm_median_seconds``); ``*_share_of_local_2`` divides the cold job
+  and the warm median by ``overhead_1gib``'s local median: the part of the 2 local
+  processes' time that Spark's per-job cost alone takes;
+* ``spark_overhead_full``: the same comparison (fresh processes, start-up apart) on at least
+  4 GiB, where Spark's per-job cost weighs less: the whole directory when it is that big,
+  else 4 GiB of partition folders each holding a hard link to one of the directory's
+  segments (``hard_linked``: the same page-cached bytes read several times). Its two results
+  must agree (``parity.spark_overhead_full``).
 
 Targets: local[2] >= 1.7x local[1]; Spark overhead on 1 GiB <= 20% over the local-process
 scan; >= 5M records/s at local[2] (issue 8); ``plog scan --jobs 2`` >= 10M records/s
@@ -35,6 +57,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -103,6 +126,42 @@ def plog_cmd() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "plog.cli"]
 
 
+def _drain(rows):
+    """The floor job's task: read its input (the units, as a stats task does) and do nothing."""
+    for _ in rows:
+        pass
+    return iter(())
+
+
+def floor_driver(handle, path: str, cores: int) -> dict:
+    """Spark's own cost of the stats job without its scan: an empty job over the same units
+    in the same groups (the same number of tasks, the same input shipped), in a fresh
+    session: the first such job (cold), then the driver's repeat count of them (warm, at
+    least one)."""
+    from plog.engine.inspect.scan import plan_scan
+    from plog.spark_tasks import jobs
+
+    sc = handle.spark.sparkContext
+    runs = []
+    for _ in range(1 + max(1, _repeats())):
+        t = time.perf_counter()
+        plan = plan_scan([path], parallelism=cores)
+        groups = jobs.stats_groups(plan, jobs.stats_slices(plan, sc.defaultParallelism))
+        sc.parallelize(groups, len(groups)).mapPartitions(_drain).collect()
+        runs.append(time.perf_counter() - t)
+    return {"floor_seconds": runs[0], "warm_floor_seconds": runs[1], "warm_runs": runs[1:], "tasks": len(groups)}
+
+
+def _repeats() -> int:
+    return int(os.environ.get(REPEATS_ENV, "1"))
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
 def driver(mode: str, path: str) -> None:
     """One measurement in a fresh process: start-up (Spark session, or nothing) timed apart
     from the scan, which is what ``plog scan`` runs (plan + units + merge)."""
@@ -111,6 +170,14 @@ def driver(mode: str, path: str) -> None:
 
     t0 = time.perf_counter()
     cores = int(mode.removesuffix(PYTHON_SUFFIX)[-1])
+    if mode.startswith("spark_floor"):
+        from plog.spark_tasks import session
+
+        handle = session.start(f"local[{cores}]")
+        got = floor_driver(handle, path, cores)
+        handle.stop()
+        print(json.dumps({"startup_seconds": time.perf_counter() - t0, **got}))
+        return
     if mode.startswith("spark"):
         from plog.spark_tasks import jobs, session
 
@@ -123,27 +190,72 @@ def driver(mode: str, path: str) -> None:
         # workers started, plog imported in them, JVM classes loaded) is left out.
         jobs.stats(handle.spark, plan_scan([path], parallelism=cores), None)
         extra = {"warm_scan_seconds": time.perf_counter() - done}
+        extra["warm_runs"] = [extra["warm_scan_seconds"]] + [
+            _timed(lambda: jobs.stats(handle.spark, plan_scan([path], parallelism=cores), None))
+            for _ in range(_repeats() - 1)]
         handle.stop()
     else:
         started = time.perf_counter()
         stats = scan_stats([path], jobs=cores)
         done = time.perf_counter()
-        extra = {}
+        extra = {"runs": [done - started] + [_timed(lambda: scan_stats([path], jobs=cores))
+                                             for _ in range(_repeats() - 1)]}
     print(json.dumps({"startup_seconds": started - t0, "scan_seconds": done - started, "path": native.describe(),
                       **extra, "stats": [s.to_dict() for s in stats]}))
 
 
 #: A mode ending so runs with ``PLOG_NATIVE=0`` in the child's environment.
 PYTHON_SUFFIX = "_python"
+#: How many times a driver runs its (warm) measurement: the child's environment variable.
+REPEATS_ENV = "PLOG_BENCH_SCAN_REPEATS"
+#: Runs of each 1 GiB measurement (local scans, warm Spark jobs, warm floor jobs): the
+#: figures are a fraction of a second on a machine that may be shared, so medians are
+#: reported next to the single runs.
+OVERHEAD_REPEATS = 5
 
 
-def run_driver(mode: str, path: Path) -> dict:
-    env = dict(os.environ, PLOG_NATIVE="0") if mode.endswith(PYTHON_SUFFIX) else None
+def run_driver(mode: str, path: Path, repeats: int = 1) -> dict:
+    env = dict(os.environ, **{REPEATS_ENV: str(repeats)})
+    if mode.endswith(PYTHON_SUFFIX):
+        env["PLOG_NATIVE"] = "0"
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--driver", mode, str(path)],
                        capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise SystemExit(f"{mode} on {path} failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+#: The larger input of ``spark_overhead_full``, GiB.
+LARGER_GIB = 4
+
+
+def overhead_larger(root: Path, size: int, where: Path, parity: dict) -> dict:
+    """Spark local[2] against 2 local processes on at least :data:`LARGER_GIB` GiB, where
+    Spark's per-job cost weighs less: the whole directory when it is that big, else that many
+    GiB of partition folders each holding a hard link to one of its segments (the same
+    page-cached bytes read several times: a scan-rate figure, not a disk one). Fresh
+    processes, start-up timed apart, as for ``overhead_1gib``; the two results must agree."""
+    path = root
+    if size < LARGER_GIB << 30:
+        segs = sorted(root.rglob("*.log"))
+        total, k = 0, 0
+        while total < LARGER_GIB << 30:
+            seg = segs[k % len(segs)]
+            d = where / f"larger-{k}"
+            d.mkdir(parents=True)
+            os.link(seg, d / seg.name)
+            total += seg.stat().st_size
+            k += 1
+        path = where
+    local, spark = run_driver("local_2", path), run_driver("spark_local_2", path)
+    parity["spark_overhead_full"] = local["stats"] == spark["stats"]
+    records = sum(p["records"] for p in local["stats"])
+    return {"gib": round(sum(p.stat().st_size for p in path.rglob("*.log")) / (1 << 30), 2), "records": records,
+            "hard_linked": path != root, "local_2_scan_seconds": round(local["scan_seconds"], 3),
+            "spark_local_2_scan_seconds": round(spark["scan_seconds"], 3),
+            "spark_local_2_warm_scan_seconds": round(spark["warm_scan_seconds"], 3),
+            "spark_overhead": round(spark["scan_seconds"] / local["scan_seconds"] - 1, 3),
+            "spark_warm_overhead": round(spark["warm_scan_seconds"] / local["scan_seconds"] - 1, 3)}
 
 
 def cli_check(path: Path, reference: list) -> bool:
@@ -207,14 +319,31 @@ def main() -> None:
             os.link(seg, d / seg.name)
         one_records = sum(s.records for s in scan_stats([str(one)], jobs=1, unit_bytes=1 << 40))
         over: dict = {}
+        runs: dict = {}
         for name in ("local_2", "spark_local_2"):
-            got = run_driver(name, one)
+            got = run_driver(name, one, OVERHEAD_REPEATS)
             over[name] = {"startup_seconds": round(got["startup_seconds"], 2),
                           "scan_seconds": round(got["scan_seconds"], 3)}
             if "warm_scan_seconds" in got:
                 over[name]["warm_scan_seconds"] = round(got["warm_scan_seconds"], 3)
+            runs[name] = got.get("runs") or got["warm_runs"]
+            over[name]["runs" if "runs" in got else "warm_runs"] = [round(x, 3) for x in runs[name]]
         overhead = over["spark_local_2"]["scan_seconds"] / over["local_2"]["scan_seconds"] - 1
         warm_overhead = over["spark_local_2"]["warm_scan_seconds"] / over["local_2"]["scan_seconds"] - 1
+        local_median = statistics.median(runs["local_2"])
+        over["local_2_median_seconds"] = round(local_median, 3)
+        over["spark_local_2_warm_median_seconds"] = round(statistics.median(runs["spark_local_2"]), 3)
+        over["spark_overhead_vs_median"] = round(over["spark_local_2"]["scan_seconds"] / local_median - 1, 3)
+        over["spark_warm_overhead_median"] = round(statistics.median(runs["spark_local_2"]) / local_median - 1, 3)
+        floor = run_driver("spark_floor_local_2", one, OVERHEAD_REPEATS)
+        floor_median = statistics.median(floor["warm_runs"])
+        spark_floor = {"tasks": floor["tasks"], "cold_seconds": round(floor["floor_seconds"], 3),
+                       "warm_seconds": round(floor["warm_floor_seconds"], 3),
+                       "warm_runs": [round(x, 3) for x in floor["warm_runs"]],
+                       "warm_median_seconds": round(floor_median, 3),
+                       "cold_share_of_local_2": round(floor["floor_seconds"] / local_median, 3),
+                       "warm_share_of_local_2": round(floor_median / local_median, 3)}
+        spark_overhead_full = overhead_larger(root, size, tmp / "larger", parity)
 
         speedup = results["spark_local_2"]["records_per_s"] / results["spark_local_1"]["records_per_s"]
         result = {
@@ -228,6 +357,8 @@ def main() -> None:
             **results,
             "overhead_1gib": {"records": one_records, **over, "spark_overhead": round(overhead, 3),
                               "spark_warm_overhead": round(warm_overhead, 3)},
+            "spark_floor": spark_floor,
+            "spark_overhead_full": spark_overhead_full,
             "parity": parity,
             "ratios": {
                 "spark_local_2_vs_local_1": round(speedup, 2),

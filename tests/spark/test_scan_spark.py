@@ -40,7 +40,7 @@ def test_stats_on_spark_equal_the_single_process_scan(capsys, spark):
     assert len(tops) >= 9
     want_code, want = single_process(capsys, *tops, "--format", "json")
     code, out, err = on_spark(capsys, spark, *tops, "--format", "json", "--unit-size", "1MiB")
-    assert (code, err) == (want_code, "")
+    assert (code, err) == (want_code, ""), err
     assert json.loads(out) == json.loads(want)
     assert sum(p["records"] for p in json.loads(out)) > 900_000
 
@@ -174,3 +174,27 @@ def test_stats_tasks_cover_about_a_gib_each():
     assert stats_slices(plan(64, 128 << 20), 100) == 64  # more cores than units: a unit a task
     assert stats_slices(plan(3, 1 << 20), 16) == 3
     assert stats_slices(plan(1, 0), 4) == 1
+
+
+def test_stats_groups_balance_bytes_and_keep_every_unit_once():
+    """Units of unequal sizes are dealt by bytes (Spark's parallelize would cut by count),
+    each group in plan order, every unit in exactly one group."""
+    from plog.engine.inspect.scan_plan import ScanPlan, ScanUnit
+    from plog.spark_tasks.jobs import stats_groups
+
+    def plan(*sizes: int) -> ScanPlan:
+        return ScanPlan([ScanUnit(i, (), n) for i, n in enumerate(sizes)], [], [], sum(sizes), 0)
+
+    def shape(groups):
+        return [[u.index for u in g] for g in groups]
+
+    # By count, [0, 1] and [2, 3] would be 200 against 20 bytes.
+    assert shape(stats_groups(plan(100, 100, 10, 10), 2)) == [[0, 2], [1, 3]]
+    assert shape(stats_groups(plan(10, 10, 10, 100), 2)) == [[0, 1, 2], [3]]
+    assert shape(stats_groups(plan(5, 5, 5, 5, 5, 5, 5, 5), 2)) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert shape(stats_groups(plan(7), 4)) == [[0]]  # never an empty group
+    sizes = [(i * 37) % 101 + 1 for i in range(64)]
+    groups = stats_groups(plan(*sizes), 8)
+    assert sorted(u.index for g in groups for u in g) == list(range(64))
+    loads = [sum(u.size for u in g) for g in groups]
+    assert max(loads) - min(loads) <= max(sizes)

@@ -4,6 +4,8 @@ one line naming the log. No JVM needed: ``start`` is replaced by a recording sta
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from plog.spark_tasks import session
@@ -59,3 +61,36 @@ def test_other_errors_pass_through_with_the_log_kept(handle, error):
 def test_parallelism_of_a_local_master(master, tasks):
     assert session.default_parallelism(master) == tasks
     assert session.default_parallelism(None) >= 1 and session.default_parallelism("yarn") >= 1
+
+
+def test_prepare_worker_imports_the_scan_and_freezes_once():
+    """What a plog task runs first in a Python worker: the scan imported, then everything
+    alive frozen out of the collector's passes (pyspark collects after every task), once.
+    In a child interpreter, so this process's collector is left alone."""
+    import subprocess
+    import sys
+
+    code = ("import gc, sys\n"
+            "from plog.spark_tasks.session import prepare_worker\n"
+            "assert gc.get_freeze_count() == 0\n"
+            "prepare_worker()\n"
+            "frozen = gc.get_freeze_count()\n"
+            "assert frozen > 1000 and 'plog.engine.inspect.scan' in sys.modules, frozen\n"
+            "junk = [[] for _ in range(100)]\n"
+            "prepare_worker()\n"
+            "assert gc.get_freeze_count() == frozen\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_local_sessions_get_the_per_job_settings_and_a_user_conf_wins():
+    """A local master gets the settings that cut Spark's cost per job (C1 JIT, Unix domain
+    sockets to the Python workers); a cluster does not; a --conf of the same key replaces
+    plog's."""
+    local = session.session_settings(True)
+    assert local["spark.driver.defaultJavaOptions"] == "-XX:TieredStopAtLevel=1"
+    assert local.get("spark.python.unix.domain.socket.enabled") == ("true" if os.name == "posix" else None)
+    assert local["spark.ui.enabled"] == "false"
+    assert "spark.driver.defaultJavaOptions" not in session.session_settings(False)
+    mine = session.session_settings(True, {"spark.driver.defaultJavaOptions": "", "spark.ui.enabled": "true"})
+    assert mine["spark.driver.defaultJavaOptions"] == "" and mine["spark.ui.enabled"] == "true"
