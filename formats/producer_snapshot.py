@@ -42,7 +42,7 @@ from __future__ import annotations
 import struct
 from typing import Iterable, NamedTuple
 
-import crc32c
+from plog.formats.crc import crc32c as _crc32c
 
 from .errors import CorruptSnapshotError
 from .java import hash_map_order, long_hash_code
@@ -133,7 +133,7 @@ def _check_v4(view: memoryview) -> None:
 
 def snapshot_crc(buf) -> int:
     """CRC-32C of bytes [6, EOF), the value stored at bytes 2-5."""
-    return crc32c.crc32c(memoryview(buf)[PRODUCER_ENTRIES_OFFSET:])
+    return _crc32c(memoryview(buf)[PRODUCER_ENTRIES_OFFSET:])
 
 
 def decode_snapshot(buf, strict: bool = True, kafka_version: int = 3) -> list[ProducerSnapshotEntry]:
@@ -172,7 +172,7 @@ def decode_snapshot(buf, strict: bool = True, kafka_version: int = 3) -> list[Pr
         )
     if version != PRODUCER_SNAPSHOT_VERSION:
         raise CorruptSnapshotError(f"Snapshot contained an unknown file version {version}")
-    computed_crc = crc32c.crc32c(view[PRODUCER_ENTRIES_OFFSET:])
+    computed_crc = _crc32c(view[PRODUCER_ENTRIES_OFFSET:])
     if stored_crc != computed_crc:
         raise CorruptSnapshotError(
             f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored_crc}. "

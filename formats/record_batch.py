@@ -40,7 +40,7 @@ from __future__ import annotations
 import struct
 from typing import Iterable, Iterator, Sequence
 
-from crc32c import crc32c
+from plog.formats.crc import crc32c
 
 from . import compression
 from .default_record import decode_records, encode_records

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crc32c import crc32c
+from plog.formats.crc import crc32c
 
 from plog.formats.errors import FormatError
 from plog.formats.indexes import OFFSET_INDEX_ENTRY_SIZE

@@ -32,7 +32,7 @@ import re
 import zlib
 from typing import Callable, Iterable, NamedTuple
 
-from crc32c import crc32c
+from plog.formats.crc import crc32c
 
 from plog.formats.batch_header import ENTRY_HEAD, LOG_OVERHEAD, MAGIC_OFFSET, MIN_V2_SIZE, RECORD_OVERHEAD_V0, SIZE_OFFSET
 from plog.formats.batch_header import LEGACY_CRC_START, LEGACY_ENTRY_HEAD, legacy_codec_known, legacy_min_size

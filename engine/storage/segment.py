@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from crc32c import crc32c
+from plog.formats.crc import crc32c
 
 from plog.formats.errors import CorruptRecordError, FormatError, InvalidRecordError
 from plog.formats.indexes import TimestampOffset

@@ -33,7 +33,7 @@ import os
 import zlib
 from typing import Iterator, NamedTuple
 
-from crc32c import crc32c
+from plog.formats.crc import crc32c
 
 from plog.formats.batch_header import ENTRY_HEAD, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_OFFSET, MIN_V2_SIZE
 from plog.formats.batch_header import LEGACY_CRC_START, LEGACY_ENTRY_HEAD, RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1

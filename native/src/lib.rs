@@ -115,6 +115,8 @@
 //!   of records, `.run(builders, source, pos, last, max_records, sticky, produced)` up to the
 //!   next event the Python producer acts on (native/src/py_produce.rs).
 //! * `murmur2(data) -> int`: Kafka's murmur2 (engine/clients/partitioner.py).
+//! * `crc32c(data, value=0) -> int`: the CRC-32C of any contiguous buffer, continuing
+//!   `value`; the `crc32c` package's twin (formats/crc.py; native/src/crc.rs).
 //!
 //! Safety: the only `unsafe` is the view of a Python buffer's bytes (`ByteView`). Panics
 //! cannot cross into Python: every entry point runs under `guarded`, which turns one into a
@@ -618,6 +620,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(render_dump_records, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_guard_probe, m)?)?;
     // Each further unit registers its own functions from its own file (one line each here).
+    crc::register(m)?;
     dump_batch::register(m)?;
     py_arrow_columns::register(m)?;
     py_scan::register(m)?;

@@ -1,0 +1,21 @@
+"""CRC-32C (Castagnoli), the checksum of v2 record batches and producer snapshots: the one
+function every module calls, ``crc32c(data, value=0) -> int`` over any contiguous buffer
+(``value``: the checksum of what came before, to continue it).
+
+The reference is the ``crc32c`` package's C function; the native twin is plog._native's
+(native/src/crc.rs), bound once by :mod:`plog.formats.native` like the other twins. Why a
+twin for a function that is already C: importing the ``crc32c`` package runs
+``importlib.metadata`` (for its ``__version__``), which costs every plog command about 30 ms
+of start-up; the native path never imports it.
+"""
+
+from __future__ import annotations
+
+from . import native
+
+if native.active():
+    crc32c = native.module.crc32c
+else:
+    from crc32c import crc32c  # noqa: F401  (the reference)
+
+__all__ = ["crc32c"]
