@@ -24,7 +24,7 @@ Figures (issue 9), with plog's engine API in this process (no CLI, no child plog
   MiB of value bytes (default 256) are produced to the leader (ISR [1, 2]; acks=all still
   satisfies min.insync.replicas 2), then ``engine.brokers.start_broker(dd, 3)`` runs in a
   child process (this script with ``--catch-up-child``) and is timed there: epoch
-  truncation (nothing diverged), fetches of 4 MiB until caught up, ISR expansion, fsync and
+  truncation (nothing diverged), fetches of 2 MiB until caught up, ISR expansion, fsync and
   the checkpoints at close. ``mb_per_s`` = bytes the follower fetched / those seconds;
   ``peak_rss_mb`` is the child's peak RSS (``VmHWM``; interpreter, imports and the mmapped
   indexes included; ``baseline_rss_mb`` is its RSS just before ``start_broker``).
@@ -32,9 +32,14 @@ Figures (issue 9), with plog's engine API in this process (no CLI, no child plog
   ``.log`` segment files byte for byte and the same ``leader-epoch-checkpoint``, broker 3 back
   in the ISR with the leader's log end offset and high watermark. The other files of the
   folder are compared and listed too (``files_differing``): the offset and time indexes
-  depend on how the bytes were appended (one batch per leader append, 4 MiB per follower
+  depend on how the bytes were appended (one batch per leader append, 2 MiB per follower
   fetch) and producer snapshots on each broker's restart history, so they may differ without
-  the replica's data differing.
+  the replica's data differing. ``breakdown_seconds``: where the catch-up's seconds went
+  (``BrokerChange.seconds``): ``catch_up`` (truncation and fetches: the leader's reads, the
+  CRC walk, the follower's writes, writeback started along the way), ``flush`` (the fsync
+  of what was fetched, the high-watermark checkpoints), ``close`` (each broker's
+  checkpoints, producer snapshot and clean-shutdown marker, each fsynced); the rest is the
+  controller's work before the fetches (metadata update, locks, opening the logs).
 
 * ``catch_up.cp_*``: the peer of the catch-up, measured in the same run right after it:
   ``cp -r`` of the leader's replica of the partition (every byte the follower holds, and
@@ -151,6 +156,7 @@ def catch_up_child(data_dir: str) -> None:
                         for c in rep.catch_ups if c.truncation is not None],
         "events": [e.describe() for e in change.events + rep.events],
         "baseline_rss_kib": baseline, "peak_rss_kib": peak,
+        "breakdown": change.seconds,
     }))
 
 
@@ -387,6 +393,7 @@ def measure_catch_up(path: Path, pool: list, catch_up_mib: float) -> tuple[dict,
         "seconds": round(got["seconds"], 2),
         "cpu_seconds": round(got["cpu_seconds"], 2),
         "mb_per_s": round(got["bytes"] / got["seconds"] / 1e6, 1),
+        "breakdown_seconds": {k: round(v, 3) for k, v in got.get("breakdown", {}).items()},
         "peak_rss_mb": round(got["peak_rss_kib"] / 1024, 1),
         "baseline_rss_mb": round(got["baseline_rss_kib"] / 1024, 1),
         "truncations": got["truncations"],

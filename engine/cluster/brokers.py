@@ -55,6 +55,11 @@ class BrokerChange:
     #: truncations at start (high-watermark mode only; leader-epoch truncations happen at
     #: the first fetch and are in ``replication``)
     truncations: list[Truncation] = field(default_factory=list)
+    #: where ``start`` spent its time (seconds, wall clock): ``catch_up`` (truncations and
+    #: fetches), ``flush`` (the fetched data made durable, the high watermarks checkpointed),
+    #: ``close`` (the writer it opened, when it opened one: each broker's checkpoints and
+    #: clean-shutdown marker); empty for ``stop``
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -204,6 +209,7 @@ def start_broker(dd: DataDir, broker_id: int, *, writer: ClusterWriter | None = 
             if truncation is not None and truncation.removed:
                 change.truncations.append(truncation)
         if catch_up:
+            t0 = time.perf_counter()
             for tp in _replicas_on(dd, broker_id):
                 state = dd.partition_state(tp)
                 if state.leader < 0 or not dd.broker(state.leader).running:
@@ -212,9 +218,14 @@ def start_broker(dd: DataDir, broker_id: int, *, writer: ClusterWriter | None = 
                 report = w.replicate(tp, brokers=None if state.leader == broker_id else {broker_id})
                 change.replication.catch_ups.extend(report.catch_ups)
                 change.replication.events.extend(report.events)
+            t1 = time.perf_counter()
             before = len(w.events)
             w.flush()
             change.replication.events.extend(e for e in w.events[before:] if e.kind == "isr")
+            t2 = time.perf_counter()
+            change.seconds.update(catch_up=t1 - t0, flush=t2 - t1)
+    if catch_up and writer is None:
+        change.seconds["close"] = time.perf_counter() - t2
     change.offline = offline_partitions(dd)
     return change
 

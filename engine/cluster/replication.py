@@ -34,11 +34,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from plog.engine.cluster.metadata import id_list
+from plog.engine.storage.file_records import WritebackTrail
 from plog.engine.storage.leader_epoch_cache import UNDEFINED_EPOCH
 from plog.engine.storage.file_names import TopicPartition
 
 TRUNCATION_MODES = ("leader-epoch", "high-watermark")
-DEFAULT_FETCH_MAX_BYTES = 4 << 20
+#: Bytes per follower fetch (Kafka's ``replica.fetch.max.bytes``, 1 MiB there). A fetch is
+#: read into one buffer, CRC-checked and written from it: measured on a 295 MB catch-up,
+#: 2 MiB fetches took ~0.2 s where 4 MiB took 0.22-0.45 s and 8-16 MiB more (the buffer
+#: passes through the caches three times), while smaller ones add per-fetch work.
+DEFAULT_FETCH_MAX_BYTES = 2 << 20
 
 
 # -- the controller ----------------------------------------------------------------------------
@@ -310,6 +315,8 @@ class FollowerState:
     #: The follower ran its truncation (leader-epoch or high-watermark) since it became
     #: a follower of the current leader epoch in this session.
     truncated: bool = False
+    #: The follower's side: where the writeback of what its fetches appended stands.
+    writeback: WritebackTrail = field(default_factory=WritebackTrail, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -459,6 +466,10 @@ class ReplicaFetcher:
         if data:
             info = follower.append_as_follower(data, flush=False)  # the read's own buffer: no copy
             records = info.last_offset - info.first_offset + 1
+            # A follower catching up fsyncs hundreds of MB once, at the end: writeback started
+            # along the way overlaps the fetches. One append is the tail of one segment (a
+            # roll happens before it, never inside).
+            fs.writeback.appended(follower.active_segment, len(data))
         follower.high_watermark = max(follower.log_start_offset, min(hw_in_response, follower.log_end_offset))
         if follower.log_start_offset < leader.log_start_offset <= follower.high_watermark:
             follower.delete_records_before(leader.log_start_offset)

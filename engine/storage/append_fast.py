@@ -21,11 +21,14 @@ appended, as the loop does.
 One difference, as in Kafka: the clock is read once per run (the loop reads it per batch),
 so every log-append-time batch of a produce request gets the same timestamp.
 
-Follower. ``plog._native.append_replica_batches`` walks the fetched bytes (whole v2
-batches, CRCs, offsets increasing from the LEO) and gives the numbers per batch; the index
-rule, leader epochs and the common producer update (a known producer, same epoch, no
-transaction) are applied here, anything else by the reference functions, or the whole
-fetch by ``Log.append_as_follower``'s reference body when the walk declines it.
+Follower. ``plog._native.follower_walk`` walks the fetched bytes (whole v2 batches, CRCs,
+offsets increasing from the LEO) and sums them up for the append: offsets, max timestamp,
+record count, the leader-epoch starts, and per run of one producer's plain data batches only
+the last ones its entry keeps; ``follower_index`` gives the index entries the segment's rule
+adds. So a fetch costs a few Python calls whatever its batch count. The common producer
+update (known producers, their epochs, no transaction) is applied here, anything else batch
+by batch as the reference does, or the whole fetch by ``Log.append_as_follower``'s
+reference body when the walk declines it.
 
 ``enabled``: chosen once at import (``plog.formats.native.active()``); tests switch it.
 """
@@ -268,35 +271,32 @@ def append_as_follower(log, records, flush: bool, info_type):
     """``log.append_as_follower(records, flush=flush)`` when the native walk takes the
     bytes (whole v2 batches, valid, offsets from the LEO up); None when it declines them
     (the caller then runs the reference body, which raises or appends them)."""
+    walk_fetch = getattr(native.module, "follower_walk", None)
+    if walk_fetch is None:  # a build from before it: the reference appends
+        return None
     log._check_open()
     # A fetch's bytearray is used as it is (nothing else holds it); other buffers are copied
     # as the reference copies them.
     buf = records if isinstance(records, (bytes, bytearray)) else bytes(records)
-    found = native.module.append_replica_batches(buf, log.log_end_offset)
-    if not found:
+    expected = log.log_end_offset
+    cache = log.epoch_cache
+    latest = cache.latest_epoch
+    walk = walk_fetch(buf, expected, -1 if latest is None else latest, NUM_BATCHES_TO_RETAIN)
+    if walk is None:
         return None
-    max_ts, max_off = -1, found[0][2]
-    count = 0
-    for b in found:
-        if b[3] > max_ts:
-            max_ts, max_off = b[3], b[2]
-        count += b[9] or 1
-    info = info_type(found[0][1], found[-1][2], max_ts, max_off, -1, log.log_start_offset, count, len(buf))
+    first, last, max_ts, max_off, count, epochs, runs = walk
+    info = info_type(first, last, max_ts, max_off, -1, log.log_start_offset, count, len(buf))
     segment = log._maybe_roll(len(buf), info)
-    if not _segment_append(segment, buf, info, found):
+    if not _segment_append(segment, buf, info):
         from plog.formats.batches import BatchIterator  # the reference's rare case: build the headers
         segment.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, buf,
                        list(BatchIterator(buf)))
-    cache = log.epoch_cache
-    latest = cache.latest_epoch
-    for b in found:
-        ple = b[4]
-        if ple >= 0 and (latest is None or ple > latest):
-            cache.assign(ple, b[1])
-            latest = cache.latest_epoch
+    for epoch, start in epochs:  # each above the latest: what the per-batch assign keeps
+        cache.assign(epoch, start)
     psm = log.producer_state
     if psm is not None:
-        _update_producers(psm, segment, buf, found)
+        if runs is None or not _add_runs(psm, runs):
+            _update_producers(psm, segment, buf, native.module.append_replica_batches(buf, expected))
         psm.update_map_end_offset(info.last_offset + 1)
     log.log_end_offset = info.last_offset + 1
     if not log.replicated:
@@ -307,44 +307,23 @@ def append_as_follower(log, records, flush: bool, info_type):
     return info
 
 
-def _segment_append(seg, buf: bytes, info, found: list) -> bool:
-    """``LogSegment.append`` of a multi-batch ``buf`` with the index entries computed here;
-    False, having changed nothing, when an index could refuse an entry (the reference then
-    appends and raises as it does)."""
-    base = seg.base_offset
+def _segment_append(seg, buf, info) -> bool:
+    """``LogSegment.append`` of a multi-batch ``buf`` with the index entries computed by the
+    native ``follower_index``; False, having changed nothing, when an index could refuse an
+    entry (the reference then appends and raises as it does)."""
     if not seg.can_convert_to_relative_offset(info.last_offset):
         return False
-    position = seg.size
     oi, ti = seg.offset_index, seg.time_index
-    off_entries, off_max, off_last = oi.entries, oi.max_entries, oi.last_offset
-    time_entries, time_max = ti.entries, ti.max_entries
     last_entry = ti.last_entry
-    t_ts, t_off = last_entry.timestamp, last_entry.offset
     mts = seg.max_timestamp_so_far
-    mts_ts, mts_off = mts.timestamp, mts.offset
-    if time_entries and (mts_ts < t_ts or mts_off < t_off):
+    if ti.entries and (mts.timestamp < last_entry.timestamp or mts.offset < last_entry.offset):
         return False
-    since, interval = seg._bytes_since_last_index_entry, seg.index_interval_bytes
-    off_buf, time_buf = bytearray(), bytearray()
-    for b in found:
-        size, last, ts = b[0], b[2], b[3]
-        if ts > mts_ts:
-            mts_ts, mts_off = ts, last
-        if since > interval:
-            if off_entries >= off_max or (off_entries and last <= off_last) or position > _INT_MAX:
-                return False
-            off_buf += _OFFSET_ENTRY(last - base, position)
-            off_entries += 1
-            off_last = last
-            if time_entries >= time_max - 1:
-                return False
-            if mts_ts > t_ts:
-                time_buf += _TIME_ENTRY(mts_ts, mts_off - base)
-                time_entries += 1
-                t_ts, t_off = mts_ts, mts_off
-            since = 0
-        position += size
-        since += size
+    done = native.module.follower_index(buf, seg.base_offset, seg.size, seg._bytes_since_last_index_entry,
+                                        seg.index_interval_bytes, mts.timestamp, mts.offset, last_entry.timestamp,
+                                        oi.entries, oi.max_entries, oi.last_offset, ti.entries, ti.max_entries)
+    if done is None:
+        return False
+    off_entries, time_entries, position, since, mts_ts, mts_off = done
     if seg.size == 0:
         seg._rolling_based_timestamp = info.max_timestamp
         seg._rolling_based_loaded = True
@@ -352,10 +331,29 @@ def _segment_append(seg, buf: bytes, info, found: list) -> bool:
     seg.size = position
     seg._max_ts_so_far = TimestampOffset(mts_ts, mts_off)
     seg._bytes_since_last_index_entry = since
-    if off_buf:
-        oi.append_entries(bytes(off_buf))
-    if time_buf:
-        ti.append_entries(bytes(time_buf))
+    if off_entries:
+        oi.append_entries(off_entries)
+    if time_entries:
+        ti.append_entries(time_entries)
+    return True
+
+
+def _add_runs(psm, runs: list) -> bool:
+    """The producer update of a fetch whose producer batches are all plain data batches
+    (``follower_walk``'s runs): when each run's producer is known, in the run's epoch and
+    outside a transaction, its last batches are added to its entry (what
+    ``_update_producers`` does batch by batch) and True; else nothing changes and False
+    (``_update_producers`` then takes the fetch). Adding to an entry changes none of those
+    three facts, so checking every run first is checking each as its turn comes."""
+    entries = []
+    for pid, p_epoch, _ in runs:
+        entry = psm.last_entry(pid)
+        if entry is None or entry.producer_epoch != p_epoch or entry.current_txn_first_offset is not None:
+            return False
+        entries.append(entry)
+    for entry, (_, _, added) in zip(entries, runs):
+        for p_epoch, last_seq, last, delta, max_ts in added:
+            entry.add_batch(p_epoch, last_seq, last, delta, max_ts)
     return True
 
 

@@ -375,6 +375,8 @@ class Log:
         end = self.log_end_offset
         if start_offset == end or (max_offset is not None and start_offset >= max_offset):
             return FetchData(start_offset, self.active_segment.base_offset, self.active_segment.size, b"")
+        if max_offset is not None and max_offset >= end:
+            max_offset = None  # nothing lies at or past the LEO: no position to look up for it
         if start_offset < self.log_start_offset or start_offset > end:
             raise OffsetOutOfRangeError(
                 f"Received request for offset {start_offset} for partition {self.name}, but we only have log "

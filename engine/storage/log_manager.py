@@ -126,6 +126,8 @@ class LogManager:
         #: new partitions being made (module docstring): tp -> [staged folder, adopted folder or None]
         self._new_logs: dict[TopicPartition, list] = {}
         self._checkpoints: dict[Path, tuple[dict, dict, dict]] = {}
+        #: checkpoint file -> the offsets it holds (read at start-up or written since)
+        self._on_disk: dict[Path, dict] = {}
         self.report = StartupReport()
         self.closed = False
         try:
@@ -190,12 +192,9 @@ class LogManager:
         self.report.clean_shutdown[str(log_dir)] = clean  # before the delete: see __init__
         if clean:
             marker.delete()  # as Kafka: a crash during loading means recovery next time
-        recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read() \
-            if (log_dir / RECOVERY_POINT_CHECKPOINT).exists() else {}
-        log_starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read() \
-            if (log_dir / LOG_START_OFFSET_CHECKPOINT).exists() else {}
-        high_watermarks = OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read() \
-            if (log_dir / REPLICATION_OFFSET_CHECKPOINT).exists() else {}
+        recovery_points, log_starts, high_watermarks = (
+            self._read_checkpoint(log_dir / name)
+            for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT))
         self._checkpoints[log_dir] = (recovery_points, log_starts, high_watermarks)
         for entry in sorted(os.listdir(log_dir)):
             path = log_dir / entry
@@ -223,6 +222,14 @@ class LogManager:
                 self._unloaded[tp] = (log_dir, path)
                 continue
             self._open_log(tp, log_dir, path, clean)
+
+    def _read_checkpoint(self, path: Path) -> dict:
+        """A checkpoint file's offsets ({} when there is none), noted as what it holds."""
+        if not path.exists():
+            return {}
+        offsets = OffsetCheckpointFile(path).read()
+        self._on_disk[path] = dict(offsets)
+        return offsets
 
     def _open_log(self, tp: TopicPartition, log_dir: Path, path: Path, clean: bool) -> Log:
         if not clean:
@@ -457,9 +464,20 @@ class LogManager:
                            if log.log_start_offset > log.segments.first.base_offset})
             hws = {tp: old_hw[tp] for tp in untouched if tp in old_hw}
             hws.update({tp: log.high_watermark for tp, log in mine.items()})
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(recovery)
-            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(starts)
-            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(hws)
+            self._write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
+            self._write_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
+            self._write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, hws)
+
+    def _write_checkpoint(self, path: Path, offsets: dict) -> None:
+        """Write ``offsets`` to the checkpoint file ``path`` (tmp file, fsync, rename, folder
+        fsync) unless it already holds exactly them: this manager holds the folder's lock,
+        so the file says what it last wrote or read there (:attr:`_on_disk`). A close after
+        a produce round, or a round that moved nothing, then costs no fsync for it."""
+        if self._on_disk.get(path) == offsets:
+            return
+        self._on_disk.pop(path, None)  # unknown until the write has succeeded
+        OffsetCheckpointFile(path).write(offsets)
+        self._on_disk[path] = dict(offsets)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write only ``replication-offset-checkpoint`` (what readers bound consumption by),
@@ -468,7 +486,7 @@ class LogManager:
             old_hw = self._checkpoints.get(log_dir, ({}, {}, {}))[2]
             hws = {tp: old_hw[tp] for tp, (d, _) in self._unloaded.items() if d == log_dir and tp in old_hw}
             hws.update({tp: log.high_watermark for tp, log in self.logs.items() if self._log_dir_of[tp] == log_dir})
-            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(hws)
+            self._write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, hws)
 
     def abandon(self) -> None:
         """A crash: give up the locks without closing logs, writing checkpoints or the

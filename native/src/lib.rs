@@ -117,6 +117,12 @@
 //! * `murmur2(data) -> int`: Kafka's murmur2 (engine/clients/partitioner.py).
 //! * `crc32c(data, value=0) -> int`: the CRC-32C of any contiguous buffer, continuing
 //!   `value`; the `crc32c` package's twin (formats/crc.py; native/src/crc.rs).
+//! * `follower_walk(buf, expected, latest_epoch, retain) -> (first, last, max_timestamp,
+//!   offset_of_max_timestamp, records, epochs, runs) | None` and `follower_index(buf, base,
+//!   position, since, interval, mts_ts, mts_off, t_ts, off_entries, off_max, off_last,
+//!   time_entries, time_max) -> (offset_entries, time_entries, position, since, mts_ts,
+//!   mts_off) | None`: a follower's fetch summed up for its append, and the index entries it
+//!   adds (engine/storage/append_fast.py; native/src/append_follower.rs).
 //!
 //! Safety: the only `unsafe` is the view of a Python buffer's bytes (`ByteView`). Panics
 //! cannot cross into Python: every entry point runs under `guarded`, which turns one into a
@@ -131,6 +137,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 mod append;
+mod append_follower;
 mod arrow_columns;
 mod avro_json;
 mod compact;
@@ -632,5 +639,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py_append::register(m)?;
     py_compact::register(m)?;
     py_produce::register(m)?;
+    append_follower::register(m)?;
     Ok(())
 }

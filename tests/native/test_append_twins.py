@@ -242,6 +242,91 @@ def test_follower_catches_up_identically(native_module, tmp_path, monkeypatch, s
         assert files[True][n] == files[False][n], n
 
 
+def _follower_state(log: Log) -> tuple:
+    psm = log.producer_state
+    producers = sorted((pid, e.producer_epoch, e.current_txn_first_offset, e.last_timestamp,
+                        [(m.first_seq, m.last_seq, m.offset_delta, m.timestamp) for m in e.batch_metadata])
+                       for pid, e in psm.producers.items())
+    seg = log.active_segment
+    mts = seg.max_timestamp_so_far
+    return (log.log_end_offset, psm.map_end_offset, producers, [(e.epoch, e.start_offset) for e in log.epoch_cache.entries],
+            seg.base_offset, seg.size, seg._bytes_since_last_index_entry, (mts.timestamp, mts.offset),
+            seg.offset_index.entries, seg.time_index.entries)
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_follower_state_agrees_fetch_by_fetch(native_module, tmp_path, monkeypatch, seed):
+    """Random fetch sizes over a history of plain, idempotent and transactional producers,
+    epoch changes and markers: after every fetch the producer entries, the epoch cache and
+    the active segment's index state agree with the reference (not only the files at close)."""
+    rng = random.Random(seed)
+    config = CONFIGS["tiny-index"]
+    monkeypatch.setattr(append_fast, "enabled", False)
+    leader = Log.open(tmp_path / "leader" / "t-0", config, time_source=_clock)
+    for step in generated_script(seed, hostile=False):
+        if step[0] == "batches":
+            leader.append_batches_as_leader(step[1], leader_epoch=step[2])
+        elif step[0] == "marker":
+            leader.append_end_txn_marker(step[1], step[2], commit=step[3])
+    followers = {fast: Log.open(tmp_path / f"follower-{fast}" / "t-0", config, time_source=_clock)
+                 for fast in (False, True)}
+    while followers[False].log_end_offset < leader.log_end_offset:
+        data = leader.read(followers[False].log_end_offset, rng.choice((200, 3000, 20_000, 1 << 20))).records
+        infos = {}
+        for fast, follower in followers.items():
+            monkeypatch.setattr(append_fast, "enabled", fast)
+            infos[fast] = _info(follower.append_as_follower(bytearray(data), flush=False))
+        assert infos[True] == infos[False]
+        assert _follower_state(followers[True]) == _follower_state(followers[False])
+    files = {}
+    for fast, follower in followers.items():
+        follower.close()
+        files[fast] = _files(tmp_path / f"follower-{fast}" / "t-0")
+    leader.close()
+    assert files[True] == files[False]
+
+
+def test_follower_walk_and_index_answer_hostile_bytes_without_raising(native_module):
+    """The follower's native summary over mutated fetches (headers changed, CRCs valid or
+    not, cut anywhere): a summary agreeing with the batch walk, or None; never an exception."""
+    from crc32c import crc32c
+
+    from plog.formats.record_batch import CRC_START
+
+    rng = random.Random(91)
+    idem = Producer(rng, 6, 0)
+    plain = Producer(rng)
+    for _ in range(1500):
+        raw = bytearray()
+        offset = 0
+        for _ in range(rng.randint(1, 4)):
+            b = bytearray(_with_base_offset((idem if rng.random() < 0.5 else plain).batch(rng.randint(1, 4)), offset))
+            offset += int.from_bytes(b[23:27], "big") + 1
+            raw += b
+        for _ in range(rng.randint(0, 3)):
+            at = rng.randrange(len(raw))
+            raw[at] = rng.choice((0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)))
+        if rng.random() < 0.7:  # valid CRCs again, batch by batch where the lengths still allow
+            pos = 0
+            while pos + 61 <= len(raw):
+                end = pos + 12 + int.from_bytes(raw[pos + 8:pos + 12], "big", signed=True)
+                if not pos + 61 <= end <= len(raw):
+                    break
+                raw[pos + 17:pos + 21] = crc32c(bytes(raw[pos + CRC_START:end])).to_bytes(4, "big")
+                pos = end
+        if rng.random() < 0.2:
+            raw = raw[:rng.randrange(len(raw) + 1)]
+        data = bytes(raw)
+        walk = native_module.follower_walk(data, 0, rng.choice((-1, 0, 5)), 5)
+        found = native_module.append_replica_batches(data, 0)
+        assert (walk is None) == (not found)
+        if walk is not None:
+            assert (walk[0], walk[1], walk[4]) == (found[0][1], found[-1][2], sum(b[9] or 1 for b in found))
+        state = [rng.choice((0, 1, 5, 1 << 31, -1)) for _ in range(12)]
+        out = native_module.follower_index(data, *state)
+        assert out is None or (isinstance(out[0], bytes) and len(out[0]) % 8 == 0 and len(out[1]) % 12 == 0)
+
+
 def test_follower_refusals_agree(native_module, tmp_path, monkeypatch):
     """Bytes the native walk declines go to the reference: the same errors."""
     rng = random.Random(3)

@@ -430,3 +430,34 @@ def test_a_new_leader_starts_its_epoch_in_its_checkpoint_at_election(tmp_path):
     path = dd.partition_path(TP, 2) / "leader-epoch-checkpoint"
     assert [(e.epoch, e.start_offset) for e in LeaderEpochCheckpointFile(path).read()] == [(0, 0), (1, 2)]
     assert len(w.events) == len(change.events) == 2  # broker stopped, leader 1 -> 2
+
+
+def test_a_catch_up_starts_writeback_behind_its_fetches_and_copies_the_bytes(tmp_path, monkeypatch):
+    from plog.engine.storage import file_records
+
+    started = []
+    real = file_records.start_writeback
+
+    def spy(fd, position, size):
+        started.append((position, size))
+        real(fd, position, size)
+
+    monkeypatch.setattr(file_records, "start_writeback", spy)
+    monkeypatch.setattr(file_records.WritebackTrail.__init__, "__defaults__", (4096, 4096))  # lag, step
+    dd, w, clock = cluster(tmp_path)
+    brokers.stop_broker(dd, 2, writer=w)
+    for i in range(40):
+        w.append(TP, batch(*[b"%d-%d" % (i, j) * 30 for j in range(20)]), acks=1)
+    w.flush()
+    w.fetcher.fetch_max_bytes = 10_000  # several fetches
+    change = brokers.start_broker(dd, 2, writer=w)
+    (catch,) = change.replication.catch_ups
+    assert catch.fetches > 3
+    assert log_bytes(replica(w, 2)) == log_bytes(replica(w, 1))
+    assert dd.partition_state(TP).isr == [1, 2]
+    # Contiguous ranges from where the fetches began, ending a lag behind the end.
+    assert len(started) > 1
+    for (p, n), (q, _) in zip(started, started[1:]):
+        assert p + n == q
+    end = replica(w, 2).active_segment.size
+    assert end - 4096 - 4096 < started[-1][0] + started[-1][1] <= end - 4096
