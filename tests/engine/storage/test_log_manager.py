@@ -108,3 +108,30 @@ def test_several_log_dirs_spread_partitions(tmp_path):
         assert placed == {"d1", "d2"}
     with LogManager(dirs) as lm:
         assert len(lm.logs) == 4
+
+
+def test_a_checkpoint_that_already_holds_the_offsets_is_not_rewritten(tmp_path):
+    """Each rewrite is a tmp file, two fsyncs and a rename: a manager that knows what the file
+    holds (read at start-up or written since) skips the ones that would change nothing."""
+    d = tmp_path / "broker-1"
+    with LogManager([d]) as lm:
+        lm.get_or_create_log(("t", 0)).append_as_leader(batch())
+    files = [d / n for n in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                             "replication-offset-checkpoint")]
+    inodes = {f: os.stat(f).st_ino for f in files}
+    with LogManager([d]) as lm:
+        lm.checkpoint()  # nothing moved: no file is replaced
+        lm.checkpoint_high_watermarks()
+        assert {f: os.stat(f).st_ino for f in files} == inodes
+        lm.get_log(("t", 0)).append_as_leader(batch())
+        lm.checkpoint_high_watermarks()  # the high watermark moved: rewritten
+        hw = d / "replication-offset-checkpoint"
+        assert os.stat(hw).st_ino != inodes[hw]
+        assert parse_offset_checkpoint(hw.read_text()) == {("t", 0): 6}
+        inodes[hw] = os.stat(hw).st_ino
+        lm.checkpoint_high_watermarks()
+        assert os.stat(hw).st_ino == inodes[hw]
+    # Closed: the recovery point moved (the close flushed), the rest did not.
+    assert parse_offset_checkpoint((d / "recovery-point-offset-checkpoint").read_text()) == {("t", 0): 6}
+    assert os.stat(d / "log-start-offset-checkpoint").st_ino == inodes[d / "log-start-offset-checkpoint"]
+    assert os.stat(d / "replication-offset-checkpoint").st_ino == inodes[d / "replication-offset-checkpoint"]
