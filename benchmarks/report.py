@@ -535,7 +535,31 @@ def extract_scan(raw: dict, ctx: Context) -> list[Row]:
             ratio=_ratio(s1, eng)),
         row(b, t_par.key, "local 2, Spark local[1]/[2] and the CLI equal the engine's scan",
             "identical" if not bad else "differs: " + ", ".join(bad), target=t_par, met=not bad),
-    ]
+    ] + _spark_cost_rows(b, raw)
+
+
+def _spark_cost_rows(b: str, raw: dict) -> list[Row]:
+    """What Spark's own cost per job is (an empty job of the same tasks), the warm overhead,
+    and the overhead on a larger input (bench_scan's ``spark_floor``, ``spark_overhead_full``)."""
+    ov, floor, full = raw["overhead_1gib"], raw.get("spark_floor"), raw.get("spark_overhead_full")
+    rows = []
+    if "spark_local_2_warm_median_seconds" in ov:
+        rows.append(row(b, "scan.spark_overhead_warm", "Spark local[2] on 1 GiB, the session's next jobs (median), s",
+                        ov["spark_local_2_warm_median_seconds"], "s", peer="2 local processes (median)",
+                        peer_value=ov["local_2_median_seconds"],
+                        ratio=round(1 + ov["spark_warm_overhead_median"], 3)))
+    if floor:
+        rows.append(row(b, "scan.spark_floor", f"Spark's floor: an empty local[2] job of {floor['tasks']} tasks "
+                        "(median of the session's next jobs), s", floor["warm_median_seconds"], "s",
+                        peer="2 local processes' scan of 1 GiB (median)", peer_value=ov.get("local_2_median_seconds"),
+                        ratio=floor["warm_share_of_local_2"],
+                        note=f"first job {floor['cold_seconds']} s ({floor['cold_share_of_local_2']:.0%} of the scan)"))
+    if full:
+        rows.append(row(b, "scan.spark_overhead_full", f"Spark local[2] overhead on {full['gib']:g} GiB, scan s "
+                        f"(start-up excluded{'; hard links of the 1 GiB, page cache' if full['hard_linked'] else ''})",
+                        full["spark_local_2_scan_seconds"], "s", peer="2 local processes",
+                        peer_value=full["local_2_scan_seconds"], ratio=round(1 + full["spark_overhead"], 3)))
+    return rows
 
 
 def extract_replication(raw: dict, ctx: Context) -> list[Row]:
