@@ -217,10 +217,8 @@ def _catch_up(leader: Log, follower: Log, max_bytes: int) -> None:
         follower.append_as_follower(data, flush=False)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.parametrize("name", ["default", "tiny", "tiny-index", "log-append-time"])
-def test_follower_catches_up_identically(native_module, tmp_path, monkeypatch, seed, name):
-    config = CONFIGS[name]
+def _leader_from_script(tmp_path, config, seed: int, monkeypatch) -> Log:
+    """A leader's log written by the reference path from ``generated_script(seed)``."""
     monkeypatch.setattr(append_fast, "enabled", False)
     leader = Log.open(tmp_path / "leader" / "t-0", config, time_source=_clock)
     for step in generated_script(seed, hostile=False):
@@ -228,6 +226,14 @@ def test_follower_catches_up_identically(native_module, tmp_path, monkeypatch, s
             leader.append_batches_as_leader(step[1], leader_epoch=step[2])
         elif step[0] == "marker":
             leader.append_end_txn_marker(step[1], step[2], commit=step[3])
+    return leader
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("name", ["default", "tiny", "tiny-index", "log-append-time"])
+def test_follower_catches_up_identically(native_module, tmp_path, monkeypatch, seed, name):
+    config = CONFIGS[name]
+    leader = _leader_from_script(tmp_path, config, seed, monkeypatch)
     files = {}
     for fast in (False, True):
         monkeypatch.setattr(append_fast, "enabled", fast)
@@ -261,13 +267,7 @@ def test_follower_state_agrees_fetch_by_fetch(native_module, tmp_path, monkeypat
     the active segment's index state agree with the reference (not only the files at close)."""
     rng = random.Random(seed)
     config = CONFIGS["tiny-index"]
-    monkeypatch.setattr(append_fast, "enabled", False)
-    leader = Log.open(tmp_path / "leader" / "t-0", config, time_source=_clock)
-    for step in generated_script(seed, hostile=False):
-        if step[0] == "batches":
-            leader.append_batches_as_leader(step[1], leader_epoch=step[2])
-        elif step[0] == "marker":
-            leader.append_end_txn_marker(step[1], step[2], commit=step[3])
+    leader = _leader_from_script(tmp_path, config, seed, monkeypatch)
     followers = {fast: Log.open(tmp_path / f"follower-{fast}" / "t-0", config, time_source=_clock)
                  for fast in (False, True)}
     while followers[False].log_end_offset < leader.log_end_offset:
