@@ -29,7 +29,8 @@ Figures (issue 8), in one run on one generated directory:
   scan --jobs 2`` has; ``spark_local_2.warm_runs``: the warm job again), and
   ``local_2_median_seconds``, ``spark_local_2_warm_median_seconds``,
   ``spark_overhead_vs_median`` (the cold job over the local median) and
-  ``spark_warm_overhead_median`` (median over median) are computed from them;
+  ``spark_warm_overhead_median`` (median over median) are computed from them; the targets
+  (``targets``) are judged on these two;
 * ``spark_floor``: Spark's own cost of that job without the scan: in a fresh local[2]
   session, a job over the same units in the same groups (the same ``tasks``, the same input
   shipped to the Python workers) whose tasks read their input and return nothing; the first
@@ -373,10 +374,12 @@ def main() -> None:
             "targets": {
                 "local_2 >= 10M records/s": results["local_2"]["records_per_s"] >= 10_000_000,
                 "spark_local_2_vs_local_1 >= 1.7": speedup >= 1.7,
-                "spark overhead on 1 GiB <= 20%": overhead <= 0.20,
+                # Judged against the local processes' median: one local run alone can be slow
+                # on a shared machine, and the target must not hang on it.
+                "spark overhead on 1 GiB <= 20%": over["spark_overhead_vs_median"] <= 0.20,
                 "spark_local_2 >= 5M records/s": results["spark_local_2"]["records_per_s"] >= 5_000_000,
                 "spark_local_2 warm >= 5M records/s": results["spark_local_2"]["warm_records_per_s"] >= 5_000_000,
-                "spark warm overhead on 1 GiB <= 20%": warm_overhead <= 0.20,
+                "spark warm overhead on 1 GiB <= 20%": over["spark_warm_overhead_median"] <= 0.20,
             },
         }
         emit(result, args.output)

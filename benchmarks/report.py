@@ -511,7 +511,6 @@ def extract_scan(raw: dict, ctx: Context) -> list[Row]:
     eng = raw["engine_1"]["records_per_s"]
     l2, s1, s2 = (raw[k]["records_per_s"] for k in ("local_2", "spark_local_1", "spark_local_2"))
     ov = raw["overhead_1gib"]
-    over = ov["spark_overhead"]
     size = f"{d['gib']:g} GiB, {d['records']:,} records"
     peer_eng = "engine scan, 1 process"
     parity = raw["parity"]
@@ -522,10 +521,7 @@ def extract_scan(raw: dict, ctx: Context) -> list[Row]:
         row(b, t_sp.key, "Spark local[2] vs local[1]", s2, "records/s", peer="Spark local[1]", peer_value=s1,
             ratio=raw["ratios"]["spark_local_2_vs_local_1"], target=t_sp,
             met=raw["ratios"]["spark_local_2_vs_local_1"] >= 1.7),
-        row(b, t_ov.key, "Spark local[2] overhead on 1 GiB, scan s (start-up excluded)",
-            ov["spark_local_2"]["scan_seconds"], "s", peer="2 local processes",
-            peer_value=ov["local_2"]["scan_seconds"],
-            ratio=round(1 + over, 3), target=t_ov, met=over <= 0.20),
+        _overhead_row(b, t_ov, ov),
         row(b, t_l2.key, f"scan stats, 2 local processes (plog scan --jobs 2), {size}", l2, "records/s",
             peer=peer_eng, peer_value=eng, ratio=raw["ratios"]["local_2_vs_engine_1"], target=t_l2,
             met=l2 >= 10_000_000, python=_get(raw, "local_2_python", "records_per_s")),
@@ -536,6 +532,20 @@ def extract_scan(raw: dict, ctx: Context) -> list[Row]:
         row(b, t_par.key, "local 2, Spark local[1]/[2] and the CLI equal the engine's scan",
             "identical" if not bad else "differs: " + ", ".join(bad), target=t_par, met=not bad),
     ] + _spark_cost_rows(b, raw)
+
+
+def _overhead_row(b: str, target, ov: dict) -> Row:
+    """The target row: a fresh session's first Spark job over the 2 local processes' median
+    (bench_scan repeats the local scan 5 times: one slow local run must not decide), or over
+    their one run in results from before the repeats."""
+    if "spark_overhead_vs_median" in ov:
+        over, peer, local = ov["spark_overhead_vs_median"], "2 local processes (median of 5)", \
+            ov["local_2_median_seconds"]
+    else:
+        over, peer, local = ov["spark_overhead"], "2 local processes", ov["local_2"]["scan_seconds"]
+    return row(b, target.key, "Spark local[2] overhead on 1 GiB, a fresh session's first job, scan s "
+               "(start-up excluded)", ov["spark_local_2"]["scan_seconds"], "s", peer=peer, peer_value=local,
+               ratio=round(1 + over, 3), target=target, met=over <= 0.20)
 
 
 def _spark_cost_rows(b: str, raw: dict) -> list[Row]:

@@ -224,7 +224,7 @@ def test_scan_rows_and_a_parity_failure():
     raw = fixture("bench_scan")
     rows = rows_of("bench_scan", raw)
     assert rows["scan.rate"].plog == raw["spark_local_2"]["records_per_s"]
-    assert rows["scan.overhead"].ratio == pytest.approx(1 + raw["overhead_1gib"]["spark_overhead"])
+    assert rows["scan.overhead"].ratio == pytest.approx(1 + raw["overhead_1gib"]["spark_overhead_vs_median"])
     assert rows["scan.parity"].plog == "identical" and rows["scan.parity"].met == R.YES
     raw["parity"]["spark_local_1"] = False
     rows = rows_of("bench_scan", raw)
