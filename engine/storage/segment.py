@@ -42,7 +42,7 @@ from pathlib import Path
 
 from plog.formats.crc import crc32c
 
-from plog.formats.errors import CorruptRecordError, FormatError, InvalidRecordError
+from plog.formats.errors import FormatError
 from plog.formats.indexes import TimestampOffset
 from plog.formats.legacy import LegacyBatch
 from plog.formats.record_batch import CRC_START
@@ -109,7 +109,7 @@ class SegmentRecovery:
     time_index_entries: int = 0
     aborted_txns: int = 0
     error: str | None = None  # why validation stopped early (None: the log ended cleanly)
-    error_position: int | None = None
+    error_position: int | None = None  # where the failing entry starts: the cut
     next_offset: int | None = None
 
 
@@ -409,12 +409,12 @@ class LogSegment:
                 batches = FileBatches(self.log_path, 0, self.size)
                 self._recover_batches(batches, loop, producer_state, leader_epoch_cache)
                 trailing = batches.trailing
-        except (CorruptRecordError, InvalidRecordError) as e:
+        except FormatError as e:  # corrupt, invalid or any other undecodable entry: the same stop
             report.error = e.reason
-            report.error_position = e.position if e.position is not None else loop.valid_bytes
-        except FormatError as e:  # any other undecodable entry stops recovery the same way
-            report.error = e.reason
-            report.error_position = e.position if e.position is not None else loop.valid_bytes
+            # Where the entry that failed starts, where the segment is cut (Kafka's "invalid
+            # messages ... at byte offset <validBytes>"), also when the error names a field
+            # inside it (a legacy message's value length, say).
+            report.error_position = loop.valid_bytes
         if report.error is None and trailing is not None:
             report.error = (f"partial batch at the end of the segment ({trailing.length} bytes"
                             + (f" of {trailing.declared_size})" if trailing.declared_size else ")"))

@@ -170,6 +170,24 @@ def test_recover_stops_at_a_corrupt_batch(tmp_path):
     assert (result.batches, result.error_position) == (3, batches[3][2])
     assert result.truncated_bytes == batches[3][3] + batches[4][3]
     assert seg.read_next_offset() == batches[2][1] + 1
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_batch_whose_magic_turned_legacy_is_cut_where_it_starts(tmp_path, magic):
+    """A bit flip that makes a v2 batch's magic 0 or 1 turns it into a legacy message whose
+    fields run past its end: the error names a field inside it, but the segment is cut (and
+    the report says so) where the entry starts, as Kafka's recovery does."""
+    seg = LogSegment(tmp_path, BASE, time_source=lambda: TS)
+    batches = fill(seg, 5)
+    seg.close()
+    with open(seg.log_path, "r+b") as f:
+        f.seek(batches[3][2] + 16)  # the magic byte
+        f.write(bytes([magic]))
+    seg = LogSegment(tmp_path, BASE, time_source=lambda: TS)
+    result = seg.recover()
+    assert (result.batches, result.valid_bytes, result.error_position) == (3, batches[3][2], batches[3][2])
+    assert result.truncated_bytes == batches[3][3] + batches[4][3] and result.error
+    seg.close()
     seg.close()
 
 
