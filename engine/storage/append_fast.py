@@ -250,10 +250,7 @@ class _Run:
                     # What ``update`` does with the transaction an append started.
                     psm.apply_data_batches(entry.producer_id, p_epoch, (), ts, opens)
             psm.update_map_end_offset(last_offset + 1)
-        log.log_end_offset = last_offset + 1
-        if not log.replicated:
-            log.high_watermark = log.log_end_offset
-        log._unflushed_messages += self.pending_count
+        log._advance(last_offset, self.pending_count, flush=False)
         self.written = self.size
         self.off_buf, self.time_buf = bytearray(), bytearray()
         self.first_rolling = None
@@ -298,12 +295,7 @@ def append_as_follower(log, records, flush: bool, info_type):
         if runs is None or not _add_runs(psm, runs):
             _update_producers(psm, segment, buf, native.module.append_replica_batches(buf, expected))
         psm.update_map_end_offset(info.last_offset + 1)
-    log.log_end_offset = info.last_offset + 1
-    if not log.replicated:
-        log.high_watermark = log.log_end_offset
-    log._unflushed_messages += info.records_count
-    if flush:
-        log._maybe_flush()
+    log._advance(info.last_offset, info.records_count, flush)
     return info
 
 

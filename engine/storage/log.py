@@ -312,10 +312,16 @@ class Log:
                     if b.magic >= 2:
                         segment._update_producer_state(psm, b)
                 psm.update_map_end_offset(info.last_offset + 1)
-        self.log_end_offset = info.last_offset + 1
+        self._advance(info.last_offset, info.records_count, flush)
+
+    def _advance(self, last_offset: int, records: int, flush: bool) -> None:
+        """The end of every append (this reference and append_fast's paths): the log end
+        offset past ``last_offset``, the high watermark with it when nothing replicates the
+        log, ``records`` more waiting for a flush, and the durability policy with ``flush``."""
+        self.log_end_offset = last_offset + 1
         if not self.replicated:
             self.high_watermark = self.log_end_offset
-        self._unflushed_messages += info.records_count
+        self._unflushed_messages += records
         if flush:
             self._maybe_flush()
 
