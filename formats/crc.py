@@ -5,8 +5,10 @@ function every module calls, ``crc32c(data, value=0) -> int`` over any contiguou
 The reference is the ``crc32c`` package's C function; the native twin is plog._native's
 (native/src/crc.rs), bound once by :mod:`plog.formats.native` like the other twins. Why a
 twin for a function that is already C: importing the ``crc32c`` package runs
-``importlib.metadata`` (for its ``__version__``), which costs every plog command about 30 ms
-of start-up; the native path never imports it.
+``importlib.metadata`` (for its ``__version__``) in every plog command that reads or writes a
+batch: the report's start-up of ``plog dump`` on a small file went from 0.092 to 0.086 s
+without it (a bare ``import crc32c`` took ~28 ms more than an empty interpreter on a loaded
+machine); the native path never imports it.
 """
 
 from __future__ import annotations
