@@ -162,29 +162,39 @@ pub struct BatchHead {
     pub count: i32,
 }
 
-/// A whole v2 batch (base offset 0, partition leader epoch -1) around `payload`, with its
-/// CRC-32C: formats/record_batch.py's `_assemble`.
-pub fn assemble(head: &BatchHead, payload: &[u8]) -> Option<Vec<u8>> {
+/// The size of the whole batch `assemble_into` writes around `payload`; None beyond int32.
+pub fn batch_size(payload: &[u8]) -> Option<usize> {
     let size = HEADER_LEN.checked_add(payload.len())?;
-    let length = i32::try_from(size - 12).ok()?;
-    let mut out = Vec::with_capacity(size);
-    out.extend_from_slice(&0i64.to_be_bytes());
-    out.extend_from_slice(&length.to_be_bytes());
-    out.extend_from_slice(&(-1i32).to_be_bytes());
-    out.push(2);
-    out.extend_from_slice(&0u32.to_be_bytes());
-    out.extend_from_slice(&head.attributes.to_be_bytes());
-    out.extend_from_slice(&head.last_offset_delta.to_be_bytes());
-    out.extend_from_slice(&head.base_timestamp.to_be_bytes());
-    out.extend_from_slice(&head.max_timestamp.to_be_bytes());
-    out.extend_from_slice(&head.producer_id.to_be_bytes());
-    out.extend_from_slice(&head.producer_epoch.to_be_bytes());
-    out.extend_from_slice(&head.base_sequence.to_be_bytes());
-    out.extend_from_slice(&head.count.to_be_bytes());
-    out.extend_from_slice(payload);
+    i32::try_from(size - 12).ok()?;
+    Some(size)
+}
+
+/// A whole v2 batch (base offset 0, partition leader epoch -1) around `payload`, with its
+/// CRC-32C, into `out` (exactly `batch_size(payload)` bytes): formats/record_batch.py's
+/// `_assemble`.
+pub fn assemble_into(head: &BatchHead, payload: &[u8], out: &mut [u8]) {
+    let length = (out.len() - 12) as i32; // batch_size checked it fits
+    let mut at = 0;
+    let mut put = |b: &[u8]| {
+        out[at..at + b.len()].copy_from_slice(b);
+        at += b.len();
+    };
+    put(&0i64.to_be_bytes());
+    put(&length.to_be_bytes());
+    put(&(-1i32).to_be_bytes());
+    put(&[2]);
+    put(&0u32.to_be_bytes());
+    put(&head.attributes.to_be_bytes());
+    put(&head.last_offset_delta.to_be_bytes());
+    put(&head.base_timestamp.to_be_bytes());
+    put(&head.max_timestamp.to_be_bytes());
+    put(&head.producer_id.to_be_bytes());
+    put(&head.producer_epoch.to_be_bytes());
+    put(&head.base_sequence.to_be_bytes());
+    put(&head.count.to_be_bytes());
+    put(payload);
     let crc = crc32c(&out[CRC_START..]);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
-    Some(out)
 }
 
 /// Kafka's `Utils.murmur2` (a Java int).
@@ -231,7 +241,7 @@ pub fn next_line(data: &[u8], pos: usize, last: bool) -> Option<(&[u8], usize)> 
     if rest.is_empty() {
         return None;
     }
-    let (mut line, next) = match rest.iter().position(|&b| b == b'\n') {
+    let (mut line, next) = match memchr::memchr(b'\n', rest) {
         Some(i) => (&rest[..i], pos + i + 1),
         None if last => (rest, data.len()),
         None => return None,
@@ -244,13 +254,11 @@ pub fn next_line(data: &[u8], pos: usize, last: bool) -> Option<(&[u8], usize)> 
 
 /// The first occurrence of `needle` (non-empty) in `hay`.
 pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.len() == 1 {
-        return hay.iter().position(|&b| b == needle[0]);
+    match needle {
+        [] => None,
+        [b] => memchr::memchr(*b, hay),
+        _ => memchr::memmem::find(hay, needle),
     }
-    if needle.is_empty() || needle.len() > hay.len() {
-        return None;
-    }
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]
