@@ -58,6 +58,7 @@ from plog.formats.records import increment_sequence
 from plog.formats.errors import UnsupportedCodecError
 
 from plog.engine.cluster.data_dir import DataDir
+from plog.engine.interrupts import uninterrupted
 from plog.engine.errors import (
     ConfigError,
     EngineError,
@@ -226,6 +227,8 @@ class Producer:
         #: topic -> the open batch's builder of each partition (native path; None: no batch)
         self._slots: dict[str, list] = {}
         self._writer = None
+        #: (batches, future): the round whose flush runs in the background (_send_ready)
+        self._inflight: tuple | None = None
         #: partition -> the failure that stopped a batch to it; later batches to it are not
         #: sent (an interrupted or failed round must not leave a gap before later records).
         self._failed: dict[TopicPartition, BaseException] = {}
@@ -350,7 +353,7 @@ class Producer:
                 sticky.record_appended(size, full)
             count += 1
             if self._ready_bytes >= self.round_bytes:
-                self._send_ready()
+                self._send_ready(pipelined=True)
         if count:
             now = time.monotonic() * 1000
             if self._first_linger_ms is None:
@@ -387,9 +390,7 @@ class Producer:
         finally:
             self.hold_lock = held
             if not held:
-                writer, self._writer = self._writer, None
-                if writer is not None:
-                    writer.close()
+                self._let_go()
 
     # -- the native path (plog._native builds the batches; the reference is above) ----------
 
@@ -450,7 +451,7 @@ class Producer:
         if now - self._first_linger_ms >= self.linger_ms:
             self.flush()
         elif self._ready_bytes >= self.round_bytes:
-            self._send_ready()
+            self._send_ready(pipelined=True)
 
     def _linger_check(self, send_style: bool = False) -> None:
         """linger.ms up: everything goes. ``send_values``' check at the end of a call, or
@@ -538,34 +539,37 @@ class Producer:
         run = fill.run
         taken = 0
         self.fill_taken = 0
-        check = False
+        closed: list[int] = []  # partitions whose batch the fill closed, in order
         while True:
             if sticky is not None and sticky._partition is not None:
                 sp, produced = sticky._partition, sticky._produced
             else:
                 sp, produced = -1, 0
-            want = 1 if check else max_records - taken
-            pos, n, event, p, produced, switch, extra = run(slots, source, pos, last, want, sp, produced)
+            want = max_records - taken
+            try:
+                pos, n, event, p, produced, switch, extra = run(slots, source, pos, last, want, sp, produced, closed,
+                                                                self.round_bytes - self._ready_bytes)
+            finally:
+                for q in closed:  # queued even when the call raised after closing them
+                    self._close_batch(self._open[TopicPartition(topic, q)])
+                closed.clear()
             taken += n
             self.fill_taken = taken
             if sp >= 0:
                 sticky._produced = produced
+            if event == _FILL_APPENDED and switch:
+                sticky._switch()
             if event == _FILL_APPENDED:
-                if extra:  # the batch is full
-                    self._close_batch(self._open[TopicPartition(topic, p)])
-                if switch:
-                    sticky._switch()
-            if (check and n) or event == _FILL_APPENDED:
-                check = False
+                # The round check send makes after each record (the fill returns for it).
                 if self._ready_bytes >= self.round_bytes:
-                    self._send_ready()
-            if event == _FILL_APPENDED:
+                    self._send_ready(pipelined=True)
                 continue
             if event == _FILL_NEED_BATCH:
                 self._new_native_batch(TopicPartition(topic, p))
             elif event == _FILL_CLOSE_BEFORE:
-                self._close_batch(self._open[TopicPartition(topic, p)])
-                check = True
+                # Its batch is closed (queued above); the round check follows the record
+                # that goes into the new one (the fill's next call makes it).
+                self._new_native_batch(TopicPartition(topic, p))
             elif event == _FILL_NEED_STICKY:
                 if sticky is None:
                     sticky = self._sticky[topic] = StickyPartitioner(len(slots), batch_size=self.batch_size,
@@ -596,7 +600,16 @@ class Producer:
             self._close_batch(batch)
         self._send_ready()
 
-    def _send_ready(self) -> None:
+    def _send_ready(self, pipelined: bool = False) -> None:
+        """Send the ready batches as one round: appended, then flushed (replicated, fsynced,
+        checkpointed) before any of them is acknowledged (done, counted in :attr:`stats`).
+
+        ``pipelined`` (a full round, with more records coming): while the producer holds
+        the writer (``hold_lock``), the round's flush runs on the writer's thread and this
+        returns, so the caller fills the next round while the disk commits this one. That
+        round is acknowledged, or fails, when the next one is sent (or at :meth:`flush`):
+        still never before its fsync."""
+        self._await_round()
         ready, self._ready, self._ready_bytes = self._ready, [], 0
         self._first_linger_ms = None if not self._open else time.monotonic() * 1000
         if not ready:
@@ -638,14 +651,18 @@ class Producer:
                     for batch in batches:
                         if batch.base_offset < 0 and batch.error is None:
                             batch.error = e
+            if pipelined and failure is None and self.hold_lock:
+                with uninterrupted():  # a round in flight is always awaited (_await_round)
+                    self._inflight = (ready, writer.flush_in_background())
+                    if own_writer:
+                        self._writer = writer
+                return
             writer.flush()
         except BaseException as e:
             failure = failure or e
-            for batch in ready:
-                if batch.error is None:
-                    batch.error = e if isinstance(e, EngineError) else ProducerError(str(e))
+            self._fail(ready, e)
         finally:
-            if own_writer and writer is not None:
+            if own_writer and writer is not None and self._inflight is None:
                 if self.hold_lock and failure is None:
                     self._writer = writer
                 else:
@@ -655,6 +672,37 @@ class Producer:
                         failure = failure or e
                         for batch in ready:
                             batch.error = batch.error or e
+        self._finish_round(ready, failure)
+
+    def _await_round(self) -> None:
+        """Acknowledge the round whose flush runs in the background (see :meth:`_send_ready`),
+        waiting for it first; raises its failure as :meth:`_send_ready` would have (a stop
+        waits: the round is settled either way)."""
+        if self._inflight is None:
+            return
+        with uninterrupted():
+            (ready, future), self._inflight = self._inflight, None
+            failure = future.exception()
+            if failure is not None:
+                self._fail(ready, failure)
+                writer, self._writer = self._writer, None
+                if writer is not None:
+                    try:
+                        writer.close()
+                    except BaseException as e:
+                        for batch in ready:
+                            batch.error = batch.error or e
+            self._finish_round(ready, failure)
+
+    @staticmethod
+    def _fail(ready: list[_Batch], e: BaseException) -> None:
+        for batch in ready:
+            if batch.error is None:
+                batch.error = e if isinstance(e, EngineError) else ProducerError(str(e))
+
+    def _finish_round(self, ready: list[_Batch], failure: BaseException | None) -> None:
+        """Mark ``ready`` done: each batch is acknowledged (counted) or has its error; raises
+        ``failure`` after remembering it for the partitions it stopped."""
         for batch in ready:
             batch.done = True
             if batch.error is None:
@@ -748,9 +796,16 @@ class Producer:
         takes it again. For callers about to wait for input."""
         if self._ready or self._open:
             self.flush()
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Close the held writer, the round in flight acknowledged (or failed) first."""
+        try:
+            self._await_round()
+        finally:
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                writer.close()
 
     def close(self) -> None:
         """Send what is queued, then release the data directory."""
@@ -760,9 +815,7 @@ class Producer:
             self.flush()
         finally:
             self.closed = True
-            writer, self._writer = self._writer, None
-            if writer is not None:
-                writer.close()
+            self._let_go()
 
     def __enter__(self) -> "Producer":
         return self
@@ -771,9 +824,7 @@ class Producer:
         if exc_type is not None and not self.closed:
             # Do not send on an error path; release the directory.
             self.closed = True
-            writer, self._writer = self._writer, None
-            if writer is not None:
-                writer.close()
+            self._let_go()
             return
         self.close()
 

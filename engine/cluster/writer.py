@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from plog.engine.cluster.metadata import PartitionState, id_list
@@ -27,7 +28,7 @@ from plog.engine.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
 )
-from plog.engine.interrupts import whole
+from plog.engine.interrupts import uninterrupted, whole
 from plog.engine.storage.file_names import TopicPartition
 from plog.engine.storage.log import Log, LogAppendInfo
 from plog.engine.storage.log_manager import LogManager
@@ -74,6 +75,11 @@ class ClusterWriter:
         self._acks: list[tuple[TopicPartition, int, int]] = []
         self._pool = None  # threads for concurrent fsyncs (_all_at_once), made on first use
         self._reordering = False
+        #: The flush started by :meth:`flush_in_background` and not yet waited for: every
+        #: method that reads or writes the logs waits for it first (:meth:`_settle`).
+        self._flushing = None
+        self._flusher = None  # its thread, made on first use
+        self._flusher_ident = None
 
     def _settings(self) -> dict[str, str]:
         from plog.engine.maintenance.runner import engine_settings
@@ -81,6 +87,7 @@ class ClusterWriter:
         return engine_settings(self.data_dir.metadata.broker_configs)
 
     def manager(self, broker_id: int) -> LogManager:
+        self._settle()
         lm = self._managers.get(broker_id)
         if lm is None:
             self.acquire([broker_id])
@@ -96,6 +103,7 @@ class ClusterWriter:
         taken: leaders and ISRs change only under the locks of every running replica of the
         partition (this writer's ISR updates, or controller work that holds every lock), so
         metadata read then stays true for the partitions whose replicas it holds."""
+        self._settle()
         need = sorted(set(broker_ids) - set(self._managers))
         if not need:
             return False
@@ -231,6 +239,7 @@ class ClusterWriter:
         """The writable log of ``tp``'s replica on ``broker_id`` (folder created if needed).
         Only a current replica on a running broker: a folder elsewhere would be a write
         nobody reads, and a stopped broker's directory is not touched."""
+        self._settle()
         tp = TopicPartition(*tp)
         if broker_id not in self._replicas(tp):
             raise BrokerNotAvailableError(f"broker {broker_id} holds no replica of {tp} "
@@ -327,6 +336,7 @@ class ClusterWriter:
     @whole
     def append_control(self, tp, producer_id: int, producer_epoch: int, *, commit: bool) -> LogAppendInfo:
         """Write a transaction marker to the leader of ``tp``; followers fetch it at flush."""
+        self._settle()
         tp = TopicPartition(*tp)
         leader, state = self.leader_log(tp)
         info = leader.append_end_txn_marker(producer_id, producer_epoch, commit=commit,
@@ -342,6 +352,7 @@ class ClusterWriter:
         they have the leader's log and high watermark. Shrinks the ISR by
         ``replica.lag.time.max.ms``, grows it when a follower caught up. Returns a
         :class:`~plog.engine.cluster.replication.ReplicationReport`."""
+        self._settle()
         from plog.engine.cluster.replication import CatchUp, ReplicationReport, advance_high_watermark
 
         tp = TopicPartition(*tp)
@@ -448,6 +459,10 @@ class ClusterWriter:
         """Replicate what was appended, apply each written log's durability policy (fsync
         with ``plog.fsync.on.produce``), checkpoint the high watermarks readers bound
         consumption by, and fail if an ``acks=all`` append is not below the high watermark."""
+        self._settle()
+        self._flush()
+
+    def _flush(self) -> None:
         if not self._dirty:
             return
         if self._reordering:
@@ -487,6 +502,39 @@ class ClusterWriter:
                     f"not replicated by every in-sync replica (ISR {id_list(state.isr)}, high watermark "
                     f"{leader.high_watermark}); not acknowledged")
 
+    def flush_in_background(self):
+        """:meth:`flush` on a thread of its own; returns its ``concurrent.futures.Future``
+        (its result: None, or the failure :meth:`flush` raised).
+
+        For a producer that fills its next round while the disk commits this one: the
+        caller's work meanwhile must not touch this writer's logs, and the appends flushed
+        are acknowledged only once the future is done (durability is :meth:`flush`'s). Any
+        other call of this writer that reads or writes the logs waits for it first."""
+        self._settle()
+        if self._flusher is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plog-flush")
+        self._flushing = future = self._flusher.submit(self._flush_on_thread)
+        return future
+
+    def _flush_on_thread(self) -> None:
+        self._flusher_ident = threading.get_ident()  # its own calls of this writer do not wait
+        self._flush()
+
+    def _settle(self) -> None:
+        """Wait for the flush :meth:`flush_in_background` started (its outcome stays with
+        its future, for the caller that started it). A stop waits for it too: what comes
+        next (an append, a close) must not run beside it."""
+        future = self._flushing
+        if future is None or threading.get_ident() == self._flusher_ident:
+            return
+        from concurrent.futures import wait
+
+        with uninterrupted():
+            wait([future])
+            self._flushing = None
+
     @whole
     def _all_at_once(self, calls: list) -> None:
         """Run ``calls`` (each replica's fsyncs, each broker's checkpoint) at the same time:
@@ -518,6 +566,9 @@ class ClusterWriter:
         try:
             self.flush()
         finally:
+            flusher, self._flusher = self._flusher, None
+            if flusher is not None:
+                flusher.shutdown(wait=True)
             managers, self._managers = self._managers, {}
             error, stop = self._maintain(managers.values())
             # Every manager this writer built: those it holds and any a stop orphaned (see

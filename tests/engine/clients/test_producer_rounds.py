@@ -1,0 +1,149 @@
+"""Pipelined produce rounds: with ``hold_lock``, a full round's flush (fsyncs, checkpoints)
+runs on the writer's thread while the producer fills the next round. Its records are
+acknowledged only once that flush is done, its failure reaches the caller at the next round
+or flush, and nothing else the writer does runs beside it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from plog.engine.cluster.data_dir import DataDir
+from plog.engine.cluster.writer import ClusterWriter
+from plog.engine.clients.producer import Producer
+from plog.engine.errors import NotEnoughReplicasAfterAppendError, ProducerError
+
+# A round of 1 request of 2 KiB: a few dozen 100-byte records fill one.
+SMALL_ROUNDS = dict(batch_size=1024, max_request_size=2048, max_in_flight_requests_per_connection=1, linger_ms=60_000)
+
+
+@pytest.fixture
+def dd(tmp_path):
+    d = DataDir.init(tmp_path / "d", brokers=1)
+    d.create_topic("t", replica_assignment={0: [1]})
+    return d
+
+
+@pytest.fixture
+def gated_flush(monkeypatch):
+    """The writer's flush waits for ``gate`` when it runs in the background; ``started`` is
+    set when it began (a foreground flush is not held)."""
+    gate, started = threading.Event(), threading.Event()
+    real = ClusterWriter._flush
+
+    def flush(self):
+        if threading.current_thread() is not threading.main_thread():
+            started.set()
+            assert gate.wait(10)
+        real(self)
+
+    monkeypatch.setattr(ClusterWriter, "_flush", flush)
+    return gate, started
+
+
+def _values(n, start=0):
+    return [b"v%04d" % i + b"." * 95 for i in range(start, start + n)]
+
+
+def test_a_round_is_acknowledged_only_after_its_flush(dd, gated_flush):
+    gate, started = gated_flush
+    p = Producer(dd, hold_lock=True, **SMALL_ROUNDS)
+    futures = [p.send("t", v, partition=0) for v in _values(40)]
+    assert started.wait(10)  # a round went to the background flush...
+    in_flight = [f for f in futures if not f.done()]
+    assert in_flight and p.records_sent == 0  # ...and none of it counts yet
+    # The producer went on filling the next round meanwhile.
+    more = [p.send("t", v, partition=0) for v in _values(3, 40)]
+    gate.set()
+    p.flush()
+    assert all(f.done() for f in futures + more)
+    assert [f.get().offset for f in futures + more] == list(range(43))
+    assert p.records_sent == 43 and p.stats[next(iter(p.stats))] == [0, 42, 43]
+    p.close()
+
+
+def test_sending_the_next_round_waits_for_the_one_in_flight(dd, gated_flush):
+    gate, started = gated_flush
+    p = Producer(dd, hold_lock=True, **SMALL_ROUNDS)
+    p.send_values("t", _values(40), partition=0)
+    assert started.wait(10)
+    threading.Timer(0.3, gate.set).start()
+    t0 = time.monotonic()
+    p.send_values("t", _values(40, 40), partition=0)  # its round waits for the gate
+    assert gate.is_set() and time.monotonic() - t0 >= 0.25
+    p.close()
+    assert p.records_sent == 80
+
+
+def test_a_failed_background_flush_fails_its_round_and_what_follows(dd, monkeypatch):
+    real = ClusterWriter._flush
+    calls = []
+
+    def flush(self):
+        calls.append(threading.current_thread() is threading.main_thread())
+        real(self)
+        if len(calls) == 1:
+            raise NotEnoughReplicasAfterAppendError("acks=all: the ISR shrank meanwhile")
+
+    monkeypatch.setattr(ClusterWriter, "_flush", flush)
+    p = Producer(dd, hold_lock=True, **SMALL_ROUNDS)
+    first = [p.send("t", v, partition=0) for v in _values(25)]
+    with pytest.raises(NotEnoughReplicasAfterAppendError):
+        for v in _values(200, 25):
+            p.send("t", v, partition=0)
+    assert calls[0] is False  # the failing flush ran in the background
+    failed = [f for f in first if f.done() and isinstance(_error(f), NotEnoughReplicasAfterAppendError)]
+    assert failed
+    # The partition stays failed: later batches to it are not sent (no gap before them).
+    with pytest.raises(ProducerError):
+        p.close()
+
+
+def _error(future):
+    try:
+        future.get()
+    except Exception as e:  # noqa: BLE001 - the future's own error
+        return e
+    return None
+
+
+def test_the_writer_settles_the_background_flush_before_anything_else(dd, gated_flush):
+    gate, started = gated_flush
+    w = dd.writer(5)
+    w.append(("t", 0), _batch())
+    future = w.flush_in_background()
+    assert started.wait(10)
+    threading.Timer(0.3, gate.set).start()
+    w.append(("t", 0), _batch())  # waits for the flush in flight
+    assert future.done() and future.exception() is None
+    w.close()
+    assert dd.open_reader(("t", 0)).log_end_offset == 2
+
+
+def _batch():
+    from plog.formats.record_batch import encode_batch
+
+    return encode_batch([(0, 0, None, b"x")])
+
+
+def test_a_stop_while_a_round_is_in_flight_still_acknowledges_it(dd, gated_flush):
+    gate, started = gated_flush
+    p = Producer(dd, hold_lock=True, **SMALL_ROUNDS)
+    futures = [p.send("t", v, partition=0) for v in _values(30)]
+    assert started.wait(10)
+    # Ctrl-C arrives while the next round waits for this one: the wait is not cut short.
+    threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+    threading.Timer(0.4, gate.set).start()
+    with pytest.raises(KeyboardInterrupt):
+        for v in _values(100, 30):
+            p.send("t", v, partition=0)
+    assert gate.is_set()
+    acknowledged = [f for f in futures if f.done()]
+    assert acknowledged and all(_error(f) is None for f in acknowledged)
+    p.close()
+    got = dd.open_reader(("t", 0))
+    assert got.log_end_offset >= len(acknowledged)
