@@ -48,7 +48,6 @@ is the GUID's bytes. :func:`schema_guid` computes it.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import struct
 import uuid
@@ -341,6 +340,8 @@ def schema_guid(value: SchemaValue) -> uuid.UUID:
             raw = b""
         if len(raw) == 16:
             return uuid.UUID(bytes=raw)
+    import hashlib  # here: loading OpenSSL is most of this module's import time
+
     md = hashlib.md5()
     md.update(value.schema.encode("utf-8", "surrogatepass"))
     for ref in value.references:
