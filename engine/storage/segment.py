@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from plog.formats import native
 from plog.formats.crc import crc32c
 
 from plog.formats.errors import FormatError
@@ -638,6 +639,27 @@ class LogSegment:
 _ENTRY_SIZE = struct.Struct(">i").unpack_from
 
 
+def _v2_batches_end(data) -> tuple[int, bool]:
+    """How far whole v2 batches run from the start of ``data``, hopping from size field to
+    size field: ``(position, partial)``, stopped at the end, at an entry the hop does not
+    take (not v2, a size below a batch header's, under 61 bytes left), or (``partial``) at a
+    v2 batch running past the end. The reference of ``plog._native.v2_batches_end``."""
+    pos, end = 0, len(data)
+    while end - pos >= 61 and data[pos + 16] == 2:
+        size = _ENTRY_SIZE(data, pos + 8)[0]
+        if size < 49:
+            break
+        stop = pos + 12 + size
+        if stop > end:
+            return pos, True
+        pos = stop
+    return pos, False
+
+
+# A follower's fetch hops over 2 MiB of batches: a Python loop per batch was a fifth of a catch-up.
+_hop = getattr(native.module, "v2_batches_end", None) or _v2_batches_end
+
+
 def _whole_batches_end(data) -> int:
     """The length of the prefix of ``data`` made of whole entries (a partial tail dropped);
     raises what the batch walk raises for a malformed entry before it."""
@@ -647,15 +669,10 @@ def _whole_batches_end(data) -> int:
     # iterator yields them without further checks), perhaps a partial one at the end. From
     # the first entry that is anything else (legacy, malformed, a short tail) the iterator
     # goes on.
-    pos, end = 0, len(data)
-    while end - pos >= 61 and data[pos + 16] == 2:
-        size = _ENTRY_SIZE(data, pos + 8)[0]
-        if size < 49:
-            break
-        stop = pos + 12 + size
-        if stop > end:
-            return pos
-        pos = stop
+    pos, partial = _hop(data)
+    if partial:
+        return pos
+    end = len(data)
     if pos == end:
         return end
     it = BatchIterator(data, pos)

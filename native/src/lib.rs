@@ -298,6 +298,34 @@ fn header_tuple<'py>(py: Python<'py>, header: &walk::Header) -> PyResult<Bound<'
     })
 }
 
+/// How far whole v2 batches run from the start of `buf`, hopping from size field to size
+/// field (engine/storage/segment.py's `_whole_batches_end` loop, its reference):
+/// `(position, partial)`, where the hop stopped at the end, at an entry it does not take
+/// (not v2, a size below a batch header's, under 61 bytes left), or (`partial`) at a v2
+/// batch that runs past the end of `buf`.
+#[pyfunction]
+fn v2_batches_end(py: Python<'_>, buf: &Bound<'_, PyAny>) -> PyResult<(usize, bool)> {
+    let view = ByteView::new(buf)?;
+    let hop = |b: &[u8]| {
+        let end = b.len();
+        let mut pos = 0usize;
+        while end - pos >= 61 && b[pos + 16] == 2 {
+            let size = i32::from_be_bytes([b[pos + 8], b[pos + 9], b[pos + 10], b[pos + 11]]);
+            if size < 49 {
+                break;
+            }
+            let stop = pos + 12 + size as usize;
+            if stop > end {
+                return (pos, true);
+            }
+            pos = stop;
+        }
+        (pos, false)
+    };
+    let bytes = view.bytes();
+    Ok(if view.readonly() { py.detach(|| hop(bytes)) } else { hop(bytes) })
+}
+
 /// See the module docs. `start` must be >= 0, `base_position` + the buffer's length must fit
 /// in int64; `end` is clamped to the buffer.
 #[pyfunction]
@@ -621,6 +649,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("NativeFormatError", m.py().get_type::<NativeFormatError>())?;
     m.add_function(wrap_pyfunction!(walk_entries, m)?)?;
+    m.add_function(wrap_pyfunction!(v2_batches_end, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(record_heads, m)?)?;
     m.add_function(wrap_pyfunction!(verify_hot, m)?)?;

@@ -242,3 +242,27 @@ _SEGMENTS = st.tuples(st.lists(st.one_of(_v2_batch(), _legacy_batch()), min_size
 def test_generated_segment_walks_and_decodes_the_same(native_module, segment):
     batches, tail = segment
     assert compare_segment(native_module, b"".join(batches) + tail) == 0 or tail
+
+
+# -- v2_batches_end: the fetch path's whole-batch hop (engine/storage/segment.py) ------------
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_whole_batch_hop_of_a_fetch_is_the_reference(native_module, data):
+    """Whole v2 batches (every codec), a legacy entry, a tail cut anywhere and bytes flipped
+    anywhere: the native hop stops where the reference's does, for the same reason."""
+    from plog.engine.storage.segment import _v2_batches_end
+
+    batches = [encode_batch([(10 * n, 1000 + n, b"k%d" % n, b"v" * data.draw(st.integers(0, 300)))], base_offset=10 * n,
+                            compression_codec=data.draw(st.sampled_from([NONE, GZIP, LZ4, SNAPPY, ZSTD])))
+               for n in range(data.draw(st.integers(0, 6)))]
+    if data.draw(st.booleans()):
+        batches.insert(data.draw(st.integers(0, len(batches))), encode_message(99, 1, None, b"x"))
+    buf = bytearray(b"".join(batches))
+    buf = buf[:data.draw(st.integers(0, len(buf)))]
+    for _ in range(data.draw(st.integers(0, 3))):
+        if buf:
+            buf[data.draw(st.integers(0, len(buf) - 1))] = data.draw(st.integers(0, 255))
+    assert native_module.v2_batches_end(bytes(buf)) == _v2_batches_end(bytes(buf))
+    assert native_module.v2_batches_end(buf) == _v2_batches_end(buf)  # a writable buffer too
