@@ -137,7 +137,19 @@ class _Run:
         leo = log.log_end_offset
         pos = 0  # in ``data``
         done = 0
-        for size, delta, max_ts, pid, p_epoch, base_seq, transactional in plain:
+        # CreateTime runs go through the native loop (leader_run) as far as it takes them;
+        # the batch it stops at (a roll, a producer to check) is this loop's, then it resumes.
+        run = None if lat else getattr(native.module, "leader_run", None)
+        i, n = 0, len(plain)
+        while i < n:
+            if run is not None:
+                taken, leo, pos = self._native_run(run, data, plain, i, pos, leo, epoch, psm, seen, infos, log_start)
+                i += taken
+                done += taken
+                if i >= n:
+                    break
+            size, delta, max_ts, pid, p_epoch, base_seq, transactional = plain[i]
+            i += 1
             entry = None
             if pid >= 0 and psm is not None:
                 entry = self._producer_entry(psm, seen, pid, p_epoch, base_seq, delta, transactional)
@@ -174,6 +186,56 @@ class _Run:
             done += 1
         self._commit(pos)
         return done
+
+    def _native_run(self, run, data, plain: list, i: int, pos: int, leo: int, epoch: int, psm, seen: dict,
+                    infos: list, log_start: int) -> tuple[int, int, int]:
+        """``plain[i:]`` through the native loop (``plog._native.leader_run``) as far as it
+        goes: the same stamps, index entries, pending state, producer updates and infos as
+        the Python loop's body for each; returns ``(batches taken, leo, pos)`` after them."""
+        pid = plain[i][3]
+        chain = entry = None
+        if pid >= 0:
+            if psm is None:
+                return 0, leo, pos
+            known = seen.get(pid)
+            if known is None:
+                entry = psm.last_entry(pid)
+                if entry is None or not entry.batch_metadata:
+                    return 0, leo, pos
+                known = (entry, entry.producer_epoch, entry.last_seq, entry.current_txn_first_offset is not None)
+            entry, c_epoch, last_seq, txn_open = known
+            chain = (pid, c_epoch, last_seq, txn_open, [(m.first_seq, m.last_seq) for m in entry.batch_metadata])
+        state = [self.base, self.size, self.bytes_since, self.interval, self.mts_ts, self.mts_off, self.off_entries,
+                 self.off_max, self.time_entries, self.time_max, self.t_last_ts, self.t_last_off, self.rolling_ts,
+                 self.first_rolling, self.now, self.created, self.jitter, self.log.config.segment_bytes,
+                 self.log.config.max_segment_ms]
+        taken, off, tim, state, chain_last = run(data, plain, i, pos, leo, epoch, state, chain)
+        if not taken:
+            return 0, leo, pos
+        (self.base, self.size, self.bytes_since, _, self.mts_ts, self.mts_off, self.off_entries, _,
+         self.time_entries, _, self.t_last_ts, self.t_last_off, self.rolling_ts, self.first_rolling) = state[:14]
+        if off:
+            self.off_buf += off
+        if tim:
+            self.time_buf += tim
+        if self.pending_first is None:
+            self.pending_first = leo
+        info_type = self.info_type
+        updates = self.updates
+        # The entry keeps its last NUM_BATCHES_TO_RETAIN batches: only those are added.
+        keep_from = i + taken - NUM_BATCHES_TO_RETAIN
+        for j in range(i, i + taken):
+            size, delta, max_ts, pid, p_epoch, base_seq, _ = plain[j]
+            last = leo + delta
+            infos.append(info_type(leo, last, max_ts, last, -1, log_start, delta + 1, size))
+            if pid >= 0 and j >= keep_from:
+                updates.append((entry, p_epoch, base_seq + delta, last, delta, max_ts, None))
+            self.pending_count += delta + 1
+            leo = last + 1
+            pos += size
+        if chain is not None:
+            seen[chain[0]] = (entry, chain[1], chain_last, chain[3])
+        return taken, leo, pos
 
     @staticmethod
     def _producer_entry(psm, seen: dict, pid: int, p_epoch: int, base_seq: int, delta: int, transactional: int):

@@ -189,3 +189,126 @@ mod tests {
         assert!(replica_batches(&batch(1, 0)[..60], 0).is_none());
     }
 }
+
+/// The active segment's state a leader's run of plain batches goes through (append_fast.py's
+/// `_Run` fields of the same names): the roll rule's inputs and the index rule's.
+#[derive(Clone, Debug)]
+pub struct RunSegment {
+    pub base: i64,
+    pub size: i64,
+    pub bytes_since: i64,
+    pub interval: i64,
+    pub mts_ts: i64,
+    pub mts_off: i64,
+    pub off_entries: i64,
+    pub off_max: i64,
+    pub time_entries: i64,
+    pub time_max: i64,
+    pub t_last_ts: i64,
+    pub t_last_off: i64,
+    pub rolling_ts: Option<i64>,
+    pub first_rolling: Option<i64>,
+    pub now: i64,
+    pub created: i64,
+    pub jitter: i64,
+    pub seg_bytes: i64,
+    pub seg_ms: i64,
+}
+
+/// The one producer a run's producer batches may come from, as its entry stands:
+/// `(producer_id, producer_epoch, last_seq, txn_open, [(first_seq, last_seq)...])`, the
+/// pairs being the batches the entry remembers (a batch equal to one is a retry).
+pub type Chain = (i64, i64, i64, bool, Vec<(i64, i64)>);
+
+/// `_Run._should_roll` (`Log._maybe_roll`'s rule) for a batch of `size` bytes.
+fn should_roll(s: &RunSegment, size: i64, ts: i64, last: i64) -> bool {
+    let waited = match s.rolling_ts {
+        Some(r) if r >= 0 => ts - r,
+        _ => s.now - s.created,
+    };
+    s.size > s.seg_bytes - size
+        || (s.size > 0 && waited > s.seg_ms - s.jitter)
+        || s.off_entries >= s.off_max
+        || s.time_entries >= s.time_max - 1
+        || !(0..=i64::from(i32::MAX)).contains(&(last - s.base))
+}
+
+/// `_Run._index` (`LogSegment.append`'s index rule) for a batch of `size` bytes.
+fn index(s: &mut RunSegment, size: i64, ts: i64, last: i64, off_buf: &mut Vec<u8>, time_buf: &mut Vec<u8>) {
+    if s.size == 0 {
+        s.rolling_ts = Some(ts);
+        s.first_rolling = Some(ts);
+    }
+    if ts > s.mts_ts {
+        s.mts_ts = ts;
+        s.mts_off = last;
+    }
+    if s.bytes_since > s.interval {
+        // The entries as the reference packs them (">ii", ">qi"): the values fit, as its
+        // roll rule keeps offsets relative to the base in int32 and positions in the segment.
+        off_buf.extend_from_slice(&((last - s.base) as i32).to_be_bytes());
+        off_buf.extend_from_slice(&(s.size as i32).to_be_bytes());
+        s.off_entries += 1;
+        if s.mts_ts > s.t_last_ts {
+            time_buf.extend_from_slice(&s.mts_ts.to_be_bytes());
+            time_buf.extend_from_slice(&((s.mts_off - s.base) as i32).to_be_bytes());
+            s.time_entries += 1;
+            s.t_last_ts = s.mts_ts;
+            s.t_last_off = s.mts_off;
+        }
+        s.bytes_since = 0;
+    }
+    s.bytes_since += size;
+    s.size += size;
+}
+
+/// The plain CreateTime batches `plain` (their bytes from `pos` in `data`, one after the
+/// other) appended to the run from the log end offset `leo`, as `_Run.append`'s loop does
+/// for each: base offset and leader epoch stamped in, the index rule applied. Stops before
+/// the first batch that needs a roll, or whose producer is not `chain`'s next batch in
+/// sequence outside a transaction (its producer checks are the loop's): returns how many
+/// were appended. `chain`'s last sequence follows the batches taken.
+pub fn leader_run(
+    data: &mut [u8],
+    plain: impl IntoIterator<Item = Plain>,
+    mut pos: usize,
+    mut leo: i64,
+    epoch: i32,
+    seg: &mut RunSegment,
+    chain: &mut Option<Chain>,
+    off_buf: &mut Vec<u8>,
+    time_buf: &mut Vec<u8>,
+) -> usize {
+    let mut done = 0;
+    for (size, delta, max_ts, pid, p_epoch, base_seq, transactional) in plain {
+        if pid >= 0 {
+            let Some((c_pid, c_epoch, last_seq, txn_open, retained)) = chain.as_mut() else { break };
+            let new_last = base_seq + delta;
+            if pid != *c_pid
+                || p_epoch != *c_epoch
+                || base_seq != *last_seq + 1
+                || transactional != 0
+                || *txn_open
+                || retained.iter().any(|&(first, last)| first == base_seq && last == new_last)
+            {
+                break;
+            }
+            *last_seq = new_last;
+        }
+        let last = leo + delta;
+        if should_roll(seg, size, max_ts, last) {
+            break;
+        }
+        let (Ok(n), Some(end)) = (usize::try_from(size), pos.checked_add(size as usize)) else { break };
+        if end > data.len() || n < OVERHEAD {
+            break;
+        }
+        data[pos..pos + 8].copy_from_slice(&leo.to_be_bytes());
+        data[pos + 12..pos + 16].copy_from_slice(&epoch.to_be_bytes());
+        index(seg, size, max_ts, last, off_buf, time_buf);
+        leo = last + 1;
+        pos = end;
+        done += 1;
+    }
+    done
+}
