@@ -729,12 +729,17 @@ class Producer:
             # The broker would recompress to the topic's codec; writing it so is the same result.
             codec = _compression.codec_id("none" if config.compression_type == "uncompressed"
                                           else config.compression_type)
-        raws, seqs = [], []
-        for batch in batches:
-            raws.append(self._encode(batch, codec, seq))
-            seqs.append(seq)
-            if self.idempotent:
-                seq = increment_sequence(seq, _count(batch))
+        if codec == 0 and self._nat is not None and all(b.builder is not None and b.deferred is None for b in batches):
+            # One native call for the request's batches (the loop below, batch by batch).
+            raws, seqs, seq = self._nat.encode_batches([b.builder for b in batches], self.producer_id,
+                                                       self.producer_epoch, seq, self.idempotent)
+        else:
+            raws, seqs = [], []
+            for batch in batches:
+                raws.append(self._encode(batch, codec, seq))
+                seqs.append(seq)
+                if self.idempotent:
+                    seq = increment_sequence(seq, _count(batch))
         leader = writer.leader_log(tp)[0]
         start = leader.log_end_offset
         try:

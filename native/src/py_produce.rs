@@ -204,6 +204,47 @@ impl RecordsBuilder {
     }
 }
 
+/// Kafka's `DefaultRecordBatch.incrementSequence` (formats/records.py's `increment_sequence`):
+/// sequences wrap to 0 after INT32_MAX.
+fn increment_sequence(sequence: i64, increment: i64) -> i64 {
+    let max = i64::from(i32::MAX);
+    if sequence > max - increment {
+        increment - (max - sequence) - 1
+    } else {
+        sequence + increment
+    }
+}
+
+/// The uncompressed batches of `builders` (non-empty `RecordsBuilder`s, in order) for one
+/// produce request: `(batches, their base sequences, the sequence after them)`, the same
+/// bytes as `builder.batch(0, producer_id, producer_epoch, seq)` of each in turn with `seq`
+/// following `increment_sequence` when `idempotent` (else -1 for every batch).
+#[pyfunction]
+#[pyo3(signature = (builders, producer_id, producer_epoch, sequence, idempotent))]
+fn encode_batches<'py>(
+    py: Python<'py>,
+    builders: &Bound<'py, PyList>,
+    producer_id: i64,
+    producer_epoch: i16,
+    sequence: i64,
+    idempotent: bool,
+) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<i64>, i64)> {
+    let mut out = Vec::with_capacity(builders.len());
+    let mut seqs = Vec::with_capacity(builders.len());
+    let mut seq = sequence;
+    for item in builders.iter() {
+        let cell = item.cast_into::<RecordsBuilder>()?;
+        let builder = cell.try_borrow()?;
+        let base_sequence = i32::try_from(seq).map_err(|_| PyValueError::new_err("sequence out of range"))?;
+        out.push(builder.batch(py, 0, producer_id, producer_epoch, base_sequence, None)?);
+        seqs.push(seq);
+        if idempotent {
+            seq = increment_sequence(seq, builder.b.count);
+        }
+    }
+    Ok((out, seqs, seq))
+}
+
 /// Kafka's murmur2 of `data` (a Java int).
 #[pyfunction]
 fn murmur2(data: &Bound<'_, PyAny>) -> PyResult<i32> {
@@ -539,5 +580,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RecordsBuilder>()?;
     m.add_class::<ProduceFill>()?;
     m.add_function(wrap_pyfunction!(murmur2, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_batches, m)?)?;
     Ok(())
 }

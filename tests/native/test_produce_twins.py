@@ -275,6 +275,19 @@ def test_send_many_send_and_send_values_mixed(tmp_path, native_module, idempoten
     _run_both(tmp_path, native_module, {"t": 5, "u": 2}, work, batch_size=900, enable_idempotence=idempotent)
 
 
+def test_sequences_that_wrap(tmp_path, native_module):  # noqa: F811
+    """An idempotent producer whose sequences pass INT32_MAX within a request: both paths
+    wrap them to 0 as Kafka's incrementSequence does, batch by batch."""
+    from plog.engine.storage.file_names import TopicPartition
+
+    def work(p):
+        p._sequences[TopicPartition("t", 0)] = (1 << 31) - 40
+        p.send_values("t", [b"v%d" % j for j in range(3000)], partition=0)
+        p.flush()
+
+    _run_both(tmp_path, native_module, {"t": 1}, work, batch_size=300)
+
+
 def test_bad_records(tmp_path, native_module):  # noqa: F811
     """Records the reference refuses when it encodes them: the same error at the same point."""
     for n, bad in enumerate([(b"k", "a str value"), (b"k", b"v", [("h", "a str header value")]), ("a str key", b"v"),
