@@ -28,7 +28,6 @@ from json.encoder import encode_basestring as _json_str  # C; the ensure_ascii=F
 from typing import Callable
 
 from plog.formats import native
-from plog.formats.schema_registry import AVRO, JSON, PROTOBUF
 
 from plog.engine.clients.record_io import (
     OP_HEADERS,
@@ -542,7 +541,17 @@ def compile_console_format(fmt: ConsoleFormat,
 #: ``--key-format`` / ``--value-format`` choices: ``raw`` shows the bytes; ``auto`` decodes
 #: whatever schema a Confluent frame names; the others decode only that schema type.
 FIELD_FORMATS = ("auto", "raw", "avro", "protobuf", "json-schema")
-_EXPECT = {"auto": None, "avro": AVRO, "protobuf": PROTOBUF, "json-schema": JSON}
+_EXPECT: dict[str, str | None] = {}
+
+
+def _expect(fmt: str) -> str | None:
+    """The registry schema type a --key-format/--value-format name expects (None: any).
+    The registry's module is loaded on first use: producing and plain consuming never do."""
+    if not _EXPECT:
+        from plog.formats.schema_registry import AVRO, JSON, PROTOBUF
+
+        _EXPECT.update({"auto": None, "avro": AVRO, "protobuf": PROTOBUF, "json-schema": JSON})
+    return _EXPECT.get(fmt)
 
 
 class RecordDecoding:
@@ -581,7 +590,7 @@ class RecordDecoding:
     def _decode(self, field: str, data, headers, fmt: str):
         if fmt == "raw" or data is None:
             return None
-        found = self.resolver.decode(bytes(data), headers, is_key=field == "key", expect=_EXPECT[fmt])
+        found = self.resolver.decode(bytes(data), headers, is_key=field == "key", expect=_expect(fmt))
         if found.json is None:
             self.raw_counts[(field, found.reason)] += 1
         return found
@@ -639,7 +648,7 @@ class RecordDecoding:
             return cached[1]
         tables = []
         for fmt in (self.key_format, self.value_format):
-            expect = _EXPECT.get(fmt)
+            expect = _expect(fmt)
             entries = []
             if fmt != "raw":
                 for id_bytes, (codec, schema_type, facts) in prefixed.items():
