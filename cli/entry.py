@@ -66,11 +66,14 @@ def _leave(code) -> None:
     every module and object one by one: the last is about 25 ms after a 1 M-record produce,
     a tenth of the whole run, for memory the kernel takes back at once anyway. So: the
     ``atexit`` functions run here, the standard streams are flushed, and the process ends,
-    only when this is the last thread and the code is a number (a text is printed by the
-    interpreter's own exit). Anything unusual takes the interpreter's ordinary exit."""
+    only when no other thread is left to join and the code is a number (a text is printed by the
+    interpreter's own exit). Daemon threads (plog's writeback hints) are left as the
+    interpreter leaves them. Anything unusual takes the interpreter's ordinary exit."""
     import threading
 
-    if not (code is None or isinstance(code, int)) or threading.active_count() != 1:
+    main = threading.main_thread()
+    others = [t for t in threading.enumerate() if t is not main and not t.daemon]
+    if not (code is None or isinstance(code, int)) or others:
         sys.exit(code)
     try:
         import atexit

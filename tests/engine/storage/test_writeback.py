@@ -53,7 +53,7 @@ def calls(monkeypatch):
 
 def test_trail_starts_writeback_a_lag_behind_the_end_a_step_at_a_time(calls):
     seg = _Segment(7, size=1000)  # what it held before the run is not the trail's
-    trail = WritebackTrail(lag=100, step=50)
+    trail = WritebackTrail(lag=100, step=50, background=False)
     for n in (60, 60, 60, 60, 60):  # end 1060, 1120, 1180, 1240, 1300
         trail.appended(seg, seg.append(n))
     # behind the end by the lag: 1020 (under a step), 1080 (80 from 1000), 1140 (60), 1200 (60)
@@ -61,7 +61,7 @@ def test_trail_starts_writeback_a_lag_behind_the_end_a_step_at_a_time(calls):
 
 
 def test_trail_starts_again_on_a_new_segment_and_after_a_truncation(calls):
-    trail = WritebackTrail(lag=10, step=10)
+    trail = WritebackTrail(lag=10, step=10, background=False)
     a = _Segment(3)
     trail.appended(a, a.append(100))
     b = _Segment(4)  # a roll: the trail moves to the new segment, from where this append began
@@ -71,3 +71,28 @@ def test_trail_starts_again_on_a_new_segment_and_after_a_truncation(calls):
     trail.appended(b, b.append(30))
     trail.appended(a, a.append(5))  # an older segment object (never, in a log): from this append on
     assert calls == [(3, 0, 90), (4, 0, 40), (4, 2, 20)]
+
+
+def test_the_trail_makes_its_calls_on_the_writeback_thread(tmp_path, monkeypatch):
+    """By default the calls run on a thread of their own, each on a duplicate of the
+    segment's descriptor (closed after it): the same file and ranges, in order, even when
+    the segment's own descriptor is closed before the call is made."""
+    import threading
+
+    out = []
+
+    def record(fd, pos, size):
+        out.append((os.fstat(fd).st_ino, pos, size, threading.current_thread().name))
+
+    monkeypatch.setattr(file_records, "start_writeback", record)
+    path = tmp_path / "seg"
+    path.write_bytes(b"")
+    fd = os.open(path, os.O_RDWR)
+    seg = _Segment(fd)
+    trail = WritebackTrail(lag=100, step=50)
+    for n in (60, 60, 60, 60, 60):
+        trail.appended(seg, seg.append(n))
+    os.close(fd)
+    file_records.writeback_submitted()
+    ino = path.stat().st_ino
+    assert out == [(ino, 0, 80, "plog-writeback"), (ino, 80, 60, "plog-writeback"), (ino, 140, 60, "plog-writeback")]
