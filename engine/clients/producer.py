@@ -85,8 +85,7 @@ NATIVE = _native.module
 BULK_CHUNK = 4096
 
 # The events of plog._native.ProduceFill.run (native/src/py_produce.rs).
-_FILL_DONE, _FILL_NEED_MORE, _FILL_NEED_BATCH, _FILL_CLOSE_BEFORE, _FILL_APPENDED, _FILL_NEED_STICKY, \
-    _FILL_TOO_LARGE, _FILL_FALLBACK = range(8)
+_FILL_DONE, _FILL_NEED_MORE, _FILL_APPENDED, _FILL_NEED_STICKY, _FILL_TOO_LARGE, _FILL_FALLBACK = range(6)
 
 
 def _count(batch: "_Batch") -> int:
@@ -226,6 +225,7 @@ class Producer:
         self._nat = NATIVE
         #: topic -> the open batch's builder of each partition (native path; None: no batch)
         self._slots: dict[str, list] = {}
+        self._tps: dict[str, list[TopicPartition]] = {}  # topic -> its partitions (native fills)
         self._writer = None
         #: (batches, future): the round whose flush runs in the background (_send_ready)
         self._inflight: tuple | None = None
@@ -539,7 +539,7 @@ class Producer:
         run = fill.run
         taken = 0
         self.fill_taken = 0
-        closed: list[int] = []  # partitions whose batch the fill closed, in order
+        events: list = []  # the batches the fill opened and closed, in order (_mirror)
         while True:
             if sticky is not None and sticky._partition is not None:
                 sp, produced = sticky._partition, sticky._produced
@@ -547,12 +547,11 @@ class Producer:
                 sp, produced = -1, 0
             want = max_records - taken
             try:
-                pos, n, event, p, produced, switch, extra = run(slots, source, pos, last, want, sp, produced, closed,
+                pos, n, event, p, produced, switch, extra = run(slots, source, pos, last, want, sp, produced, events,
                                                                 self.round_bytes - self._ready_bytes)
             finally:
-                for q in closed:  # queued even when the call raised after closing them
-                    self._close_batch(self._open[TopicPartition(topic, q)])
-                closed.clear()
+                if events:  # also when the call raised after opening or closing some
+                    self._mirror(topic, events)
             taken += n
             self.fill_taken = taken
             if sp >= 0:
@@ -564,13 +563,7 @@ class Producer:
                 if self._ready_bytes >= self.round_bytes:
                     self._send_ready(pipelined=True)
                 continue
-            if event == _FILL_NEED_BATCH:
-                self._new_native_batch(TopicPartition(topic, p))
-            elif event == _FILL_CLOSE_BEFORE:
-                # Its batch is closed (queued above); the round check follows the record
-                # that goes into the new one (the fill's next call makes it).
-                self._new_native_batch(TopicPartition(topic, p))
-            elif event == _FILL_NEED_STICKY:
+            if event == _FILL_NEED_STICKY:
                 if sticky is None:
                     sticky = self._sticky[topic] = StickyPartitioner(len(slots), batch_size=self.batch_size,
                                                                      rng=self._rng)
@@ -581,10 +574,27 @@ class Producer:
             else:
                 return pos, taken, event, (extra if p >= 0 or event == _FILL_TOO_LARGE else None)
 
+    def _mirror(self, topic: str, events: list) -> None:
+        """Open and close, in :attr:`_open` and the ready queue, the batches a fill opened
+        (``(partition, builder)``) and closed (``partition``) in its slots; empties ``events``."""
+        tps = self._tps.get(topic)
+        if tps is None:
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(len(self._slots[topic]))]
+        opened = self._open
+        for ev in events:
+            if ev.__class__ is int:
+                self._close_batch(opened[tps[ev]])
+            else:
+                tp = tps[ev[0]]
+                opened[tp] = _Batch(tp, ev[1])
+        events.clear()
+
     def _close_batch(self, batch: _Batch) -> None:
         if batch.builder is not None:
             batch.size = batch.builder.size
-            self._slots[batch.tp.topic][batch.tp.partition] = None
+            slots = self._slots[batch.tp.topic]
+            if slots[batch.tp.partition] is batch.builder:  # a fill may have opened the next one there
+                slots[batch.tp.partition] = None
         del self._open[batch.tp]
         self._ready.append(batch)
         self._ready_bytes += batch.size

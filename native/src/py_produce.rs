@@ -258,12 +258,10 @@ fn murmur2(data: &Bound<'_, PyAny>) -> PyResult<i32> {
 /// What `ProduceFill.run` stopped for (the Python caller acts, then calls again).
 const DONE: u8 = 0; // max_records taken, or the input is over
 const NEED_MORE: u8 = 1; // lines: no whole line left and the input goes on
-const NEED_BATCH: u8 = 2; // partition has no open batch
-const CLOSE_BEFORE: u8 = 3; // partition's batch could not take the next record: closed, it needs a new one
-const APPENDED: u8 = 4; // a record went in; the sticky partition switches, or the closed batches fill the round
-const NEED_STICKY: u8 = 5; // the sticky partition is not chosen yet
-const TOO_LARGE: u8 = 6; // the next record is larger than the limit (extra: its size)
-const FALLBACK: u8 = 7; // the next record needs the reference path
+const APPENDED: u8 = 2; // a record went in; the sticky partition switches, or the closed batches fill the round
+const NEED_STICKY: u8 = 3; // the sticky partition is not chosen yet
+const TOO_LARGE: u8 = 4; // the next record is larger than the limit (extra: its size)
+const FALLBACK: u8 = 5; // the next record needs the reference path
 
 /// Input modes (2: a list of `send_many` items).
 const PLAIN_LINES: u8 = 0;
@@ -397,6 +395,19 @@ impl ProduceFill {
     }
 }
 
+/// A new batch in slot `p`, told on `events` as `(p, builder)`.
+fn open_batch<'py>(
+    py: Python<'py>,
+    builders: &Bound<'py, PyList>,
+    events: &Bound<'py, PyList>,
+    p: i64,
+) -> PyResult<Bound<'py, RecordsBuilder>> {
+    let builder = Bound::new(py, RecordsBuilder::new())?;
+    builders.set_item(p as usize, &builder)?;
+    events.append((p, &builder))?;
+    Ok(builder)
+}
+
 /// A field detached from the Python object it was read from (the item may be dropped).
 fn own(f: Field<'_>) -> Field<'static> {
     match f {
@@ -452,15 +463,16 @@ impl ProduceFill {
     /// `produced` are the sticky partitioner's state, handed back updated; `switch`: it
     /// must draw a new partition now. `last`: no more input follows `source`.
     ///
-    /// A batch that is full, or cannot take the next record, is closed here: its partition
-    /// goes on `closed` (in closing order) and its slot becomes None, for the caller to
-    /// queue it (CLOSE_BEFORE: closed before the next record, which then needs a new batch).
-    /// Once the batches closed reach `room` bytes (what the producer's round had left when
-    /// the call began), the call returns (APPENDED) after the record that brought them
-    /// there (or after the first record, when `room` was not positive), so that the round
-    /// goes before the next record: what send checks after each record. With one partition, a sticky switch can only land on
-    /// it again: it is made here (the draw's value could not matter).
-    #[pyo3(signature = (builders, source, pos, last, max_records, sticky, produced, closed, room))]
+    /// Batches are opened and closed here, and each is told on `events`, in order, for the
+    /// caller to mirror: `(partition, builder)` a batch opened in that slot (a slot without
+    /// one, or after a close), `partition` the slot's batch closed (full, or unable to take
+    /// the next record) and its slot None. Once the batches closed reach `room` bytes (what
+    /// the producer's round had left when the call began), the call returns (APPENDED) after
+    /// the record that brought them there (or after the first record, when `room` was not
+    /// positive), so that the round goes before the next record: what send checks after
+    /// each record. With one partition, a sticky switch can only land on it again: it is
+    /// made here (the draw's value could not matter).
+    #[pyo3(signature = (builders, source, pos, last, max_records, sticky, produced, events, room))]
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -472,7 +484,7 @@ impl ProduceFill {
         max_records: i64,
         sticky: i64,
         produced: i64,
-        closed: &Bound<'_, PyList>,
+        events: &Bound<'_, PyList>,
         room: i64,
     ) -> PyResult<RunResult> {
         guarded(None, || {
@@ -517,18 +529,22 @@ impl ProduceFill {
                 if current.as_ref().is_none_or(|(cp, _)| *cp != p) {
                     drop(current.take());
                     let slot = builders.get_item(p as usize)?;
-                    if slot.is_none() {
-                        return Ok((pos, records, NEED_BATCH, p, produced, false, 0));
-                    }
-                    current = Some((p, slot.cast_into::<RecordsBuilder>()?.try_borrow_mut()?));
+                    let builder = if slot.is_none() {
+                        open_batch(py, builders, events, p)?
+                    } else {
+                        slot.cast_into::<RecordsBuilder>()?
+                    };
+                    current = Some((p, builder.try_borrow_mut()?));
                 }
                 let Some((_, builder)) = current.as_mut() else { unreachable!() };
                 if builder.b.count > 0 && builder.b.size + rec.size > self.batch_size {
+                    // Closed before this record, which goes into a new batch.
+                    closed_bytes += builder.b.size;
                     drop(current.take());
-                    closed.append(p)?;
-                    builders.set_item(p as usize, py.None())?;
-                    return Ok((pos, records, CLOSE_BEFORE, p, produced, false, 0));
+                    events.append(p)?;
+                    current = Some((p, open_batch(py, builders, events, p)?.try_borrow_mut()?));
                 }
+                let Some((_, builder)) = current.as_mut() else { unreachable!() };
                 let ts = match &self.clock {
                     // The system clock is read once per CLOCK_EVERY records of a call: the
                     // records between are stamped well within the millisecond they went in
@@ -560,7 +576,7 @@ impl ProduceFill {
                 if full {
                     closed_bytes += builder.b.size;
                     drop(current.take());
-                    closed.append(p)?;
+                    events.append(p)?;
                     builders.set_item(p as usize, py.None())?;
                 }
                 if switch && self.partitions == 1 {

@@ -307,3 +307,27 @@ def test_murmur2_twin(native_module):  # noqa: F811
     for n in range(300):
         data = bytes(r.randrange(256) for _ in range(n % 37))
         assert native_module.murmur2(data) == murmur2(data)
+
+
+@pytest.mark.parametrize("partition", [None, 2])
+def test_open_batches_and_builder_slots_agree(tmp_path, native_module, partition):  # noqa: F811
+    """After a fill that opened and closed batches in its slots (full ones, and ones closed
+    before a record that did not fit), the producer's open batches are exactly the builders
+    in the slots: a send after it goes into the same batch, none is lost."""
+    from plog.engine.storage.file_names import TopicPartition
+
+    dd = DataDir.init(tmp_path / "d", brokers=1)
+    dd.create_topic("t", partitions=4)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(producer_module, "NATIVE", native_module)
+        p = Producer(dd, linger_ms=NEVER, batch_size=700)
+        parser = LineParser(parse_key=True, key_separator=b":")
+        ProduceLoop(p, "t", parser=parser, partition=partition).run(io.BytesIO(_lines(5, 3000, keys=True, sep=b":")))
+        slots = p._slots["t"]
+        assert {tp.partition: b.builder for tp, b in p._open.items()} == \
+            {i: s for i, s in enumerate(slots) if s is not None}
+        p.send("t", b"after", key=b"k")
+        p.close()
+    assert p.records_sent == 3001
+    assert sum(st[2] for st in p.stats.values()) == 3001 and all(tp.topic == "t" for tp in p.stats)
+    assert isinstance(next(iter(p.stats)), TopicPartition)
