@@ -268,6 +268,7 @@ fn index(s: &mut RunSegment, size: i64, ts: i64, last: i64, off_buf: &mut Vec<u8
 /// the first batch that needs a roll, or whose producer is not `chain`'s next batch in
 /// sequence outside a transaction (its producer checks are the loop's): returns how many
 /// were appended. `chain`'s last sequence follows the batches taken.
+#[allow(clippy::too_many_arguments)]
 pub fn leader_run(
     data: &mut [u8],
     plain: impl IntoIterator<Item = Plain>,
