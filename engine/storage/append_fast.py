@@ -94,7 +94,7 @@ class _Run:
         mts = seg.max_timestamp_so_far
         self.mts_ts, self.mts_off = mts.timestamp, mts.offset
         oi, ti = seg.offset_index, seg.time_index
-        self.off_entries, self.off_max = oi.entries, oi.max_entries
+        self.off_entries, self.off_max, self.off_last = oi.entries, oi.max_entries, oi.last_offset
         self.time_entries, self.time_max = ti.entries, ti.max_entries
         last = ti.last_entry
         self.t_last_ts, self.t_last_off = last.timestamp, last.offset
@@ -206,14 +206,14 @@ class _Run:
             entry, c_epoch, last_seq, txn_open = known
             chain = (pid, c_epoch, last_seq, txn_open, [(m.first_seq, m.last_seq) for m in entry.batch_metadata])
         state = [self.base, self.size, self.bytes_since, self.interval, self.mts_ts, self.mts_off, self.off_entries,
-                 self.off_max, self.time_entries, self.time_max, self.t_last_ts, self.t_last_off, self.rolling_ts,
-                 self.first_rolling, self.now, self.created, self.jitter, self.log.config.segment_bytes,
-                 self.log.config.max_segment_ms]
+                 self.off_max, self.off_last, self.time_entries, self.time_max, self.t_last_ts, self.t_last_off,
+                 self.rolling_ts, self.first_rolling, self.now, self.created, self.jitter,
+                 self.log.config.segment_bytes, self.log.config.max_segment_ms]
         taken, off, tim, state, chain_last = run(data, plain, i, pos, leo, epoch, state, chain)
         if not taken:
             return 0, leo, pos
-        (self.base, self.size, self.bytes_since, _, self.mts_ts, self.mts_off, self.off_entries, _,
-         self.time_entries, _, self.t_last_ts, self.t_last_off, self.rolling_ts, self.first_rolling) = state[:14]
+        (self.base, self.size, self.bytes_since, _, self.mts_ts, self.mts_off, self.off_entries, _, self.off_last,
+         self.time_entries, _, self.t_last_ts, self.t_last_off, self.rolling_ts, self.first_rolling) = state[:15]
         if off:
             self.off_buf += off
         if tim:
@@ -277,6 +277,7 @@ class _Run:
         if self.bytes_since > self.interval:
             self.off_buf += _OFFSET_ENTRY(last - self.base, self.size)
             self.off_entries += 1
+            self.off_last = last
             if self.mts_ts > self.t_last_ts:
                 self.time_buf += _TIME_ENTRY(self.mts_ts, self.mts_off - self.base)
                 self.time_entries += 1

@@ -7,6 +7,7 @@
 //! these checks must be at least as strict as the reference's: a batch they call plain is
 //! one the reference appends without raising, with these very numbers.
 
+use crate::append_follower::{index_batch, IndexState};
 use crate::crc::crc32c;
 use crate::records::decode_records;
 
@@ -191,20 +192,11 @@ mod tests {
 }
 
 /// The active segment's state a leader's run of plain batches goes through (append_fast.py's
-/// `_Run` fields of the same names): the roll rule's inputs and the index rule's.
+/// `_Run` fields): the index rule's (`IndexState`, `position` being the segment's size) and
+/// the roll rule's.
 #[derive(Clone, Debug)]
 pub struct RunSegment {
-    pub base: i64,
-    pub size: i64,
-    pub bytes_since: i64,
-    pub interval: i64,
-    pub mts_ts: i64,
-    pub mts_off: i64,
-    pub off_entries: i64,
-    pub off_max: i64,
-    pub time_entries: i64,
-    pub time_max: i64,
-    pub t_last_ts: i64,
+    pub index: IndexState,
     pub t_last_off: i64,
     pub rolling_ts: Option<i64>,
     pub first_rolling: Option<i64>,
@@ -222,44 +214,16 @@ pub type Chain = (i64, i64, i64, bool, Vec<(i64, i64)>);
 
 /// `_Run._should_roll` (`Log._maybe_roll`'s rule) for a batch of `size` bytes.
 fn should_roll(s: &RunSegment, size: i64, ts: i64, last: i64) -> bool {
+    let i = &s.index;
     let waited = match s.rolling_ts {
         Some(r) if r >= 0 => ts - r,
         _ => s.now - s.created,
     };
-    s.size > s.seg_bytes - size
-        || (s.size > 0 && waited > s.seg_ms - s.jitter)
-        || s.off_entries >= s.off_max
-        || s.time_entries >= s.time_max - 1
-        || !(0..=i64::from(i32::MAX)).contains(&(last - s.base))
-}
-
-/// `_Run._index` (`LogSegment.append`'s index rule) for a batch of `size` bytes.
-fn index(s: &mut RunSegment, size: i64, ts: i64, last: i64, off_buf: &mut Vec<u8>, time_buf: &mut Vec<u8>) {
-    if s.size == 0 {
-        s.rolling_ts = Some(ts);
-        s.first_rolling = Some(ts);
-    }
-    if ts > s.mts_ts {
-        s.mts_ts = ts;
-        s.mts_off = last;
-    }
-    if s.bytes_since > s.interval {
-        // The entries as the reference packs them (">ii", ">qi"): the values fit, as its
-        // roll rule keeps offsets relative to the base in int32 and positions in the segment.
-        off_buf.extend_from_slice(&((last - s.base) as i32).to_be_bytes());
-        off_buf.extend_from_slice(&(s.size as i32).to_be_bytes());
-        s.off_entries += 1;
-        if s.mts_ts > s.t_last_ts {
-            time_buf.extend_from_slice(&s.mts_ts.to_be_bytes());
-            time_buf.extend_from_slice(&((s.mts_off - s.base) as i32).to_be_bytes());
-            s.time_entries += 1;
-            s.t_last_ts = s.mts_ts;
-            s.t_last_off = s.mts_off;
-        }
-        s.bytes_since = 0;
-    }
-    s.bytes_since += size;
-    s.size += size;
+    i.position > s.seg_bytes - size
+        || (i.position > 0 && waited > s.seg_ms - s.jitter)
+        || i.off_entries >= i.off_max
+        || i.time_entries >= i.time_max - 1
+        || !(0..=i64::from(i32::MAX)).contains(&(last - i.base))
 }
 
 /// The plain CreateTime batches `plain` (their bytes from `pos` in `data`, one after the
@@ -282,8 +246,10 @@ pub fn leader_run(
 ) -> usize {
     let mut done = 0;
     for (size, delta, max_ts, pid, p_epoch, base_seq, transactional) in plain {
+        // The chain's last sequence moves only with a batch taken (below).
+        let mut next_seq = None;
         if pid >= 0 {
-            let Some((c_pid, c_epoch, last_seq, txn_open, retained)) = chain.as_mut() else { break };
+            let Some((c_pid, c_epoch, last_seq, txn_open, retained)) = chain.as_ref() else { break };
             let new_last = base_seq + delta;
             if pid != *c_pid
                 || p_epoch != *c_epoch
@@ -294,7 +260,7 @@ pub fn leader_run(
             {
                 break;
             }
-            *last_seq = new_last;
+            next_seq = Some(new_last);
         }
         let last = leo + delta;
         if should_roll(seg, size, max_ts, last) {
@@ -304,12 +270,91 @@ pub fn leader_run(
         if end > data.len() || n < OVERHEAD {
             break;
         }
+        // `LogSegment.append`'s rule, the follower's too: an entry an index could refuse
+        // (the roll rule keeps that from happening) leaves the batch to the Python loop.
+        let first_in_segment = seg.index.position == 0;
+        let time_entries = seg.index.time_entries;
+        if index_batch(&mut seg.index, size, max_ts, last, off_buf, time_buf).is_none() {
+            break;
+        }
+        if first_in_segment {
+            seg.rolling_ts = Some(max_ts);
+            seg.first_rolling = Some(max_ts);
+        }
+        if seg.index.time_entries > time_entries {
+            seg.t_last_off = seg.index.mts_off;
+        }
         data[pos..pos + 8].copy_from_slice(&leo.to_be_bytes());
         data[pos + 12..pos + 16].copy_from_slice(&epoch.to_be_bytes());
-        index(seg, size, max_ts, last, off_buf, time_buf);
+        if let (Some(seq), Some(c)) = (next_seq, chain.as_mut()) {
+            c.2 = seq;
+        }
         leo = last + 1;
         pos = end;
         done += 1;
     }
     done
+}
+
+#[cfg(test)]
+mod run_tests {
+    use super::*;
+
+    fn segment(seg_bytes: i64) -> RunSegment {
+        RunSegment {
+            index: IndexState {
+                base: 0,
+                position: 0,
+                since: 0,
+                interval: 100,
+                mts_ts: -1,
+                mts_off: -1,
+                off_entries: 0,
+                off_max: 100,
+                off_last: 0,
+                time_entries: 0,
+                time_max: 100,
+                t_ts: -1,
+            },
+            t_last_off: -1,
+            rolling_ts: None,
+            first_rolling: None,
+            now: 0,
+            created: 0,
+            jitter: 0,
+            seg_bytes,
+            seg_ms: i64::MAX,
+        }
+    }
+
+    #[test]
+    fn a_run_stops_before_a_roll_without_moving_the_producer_on() {
+        // Three 61-byte batches of producer 7 (one record each, sequences 0, 1, 2); the
+        // segment takes two before it must roll.
+        let plain: Vec<Plain> = (0..3).map(|i| (61, 0, 10 + i, 7, 0, i, 0)).collect();
+        let mut data = vec![0u8; 183];
+        let mut seg = segment(130);
+        let mut chain = Some((7, 0, -1, false, vec![]));
+        let (mut off, mut time) = (Vec::new(), Vec::new());
+        let done = leader_run(&mut data, plain, 0, 50, 3, &mut seg, &mut chain, &mut off, &mut time);
+        assert_eq!(done, 2);
+        assert_eq!(chain.unwrap().2, 1, "the batch left for the roll is not counted");
+        assert_eq!(i64::from_be_bytes(data[61..69].try_into().unwrap()), 51);
+        assert_eq!(i32::from_be_bytes(data[73..77].try_into().unwrap()), 3);
+        assert_eq!(&data[122..130], &[0; 8], "the third batch is not stamped");
+        assert_eq!((seg.index.position, seg.first_rolling), (122, Some(10)));
+    }
+
+    #[test]
+    fn a_retry_or_another_producer_ends_the_run() {
+        let mut data = vec![0u8; 122];
+        let mut seg = segment(1 << 30);
+        let (mut off, mut time) = (Vec::new(), Vec::new());
+        let mut chain = Some((7, 0, 4, false, vec![(5, 5)]));
+        let retry = vec![(61, 0, 10, 7, 0, 5, 0)];
+        assert_eq!(leader_run(&mut data, retry, 0, 0, 0, &mut seg, &mut chain, &mut off, &mut time), 0);
+        let other = vec![(61, 0, 10, 8, 0, 0, 0)];
+        assert_eq!(leader_run(&mut data, other, 0, 0, 0, &mut seg, &mut chain, &mut off, &mut time), 0);
+        assert_eq!(chain.unwrap().2, 4);
+    }
 }

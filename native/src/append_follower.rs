@@ -47,7 +47,7 @@ pub struct Walk {
 }
 
 /// Kafka's `DefaultRecordBatch.incrementSequence` (formats/records.py).
-fn increment_sequence(sequence: i64, increment: i64) -> i64 {
+pub(crate) fn increment_sequence(sequence: i64, increment: i64) -> i64 {
     if sequence > INT_MAX - increment {
         increment - (INT_MAX - sequence) - 1
     } else {
@@ -131,11 +131,47 @@ pub struct IndexState {
 /// What the append leaves: `(offset entries, time entries, position, since, mts_ts, mts_off)`.
 pub type Indexed = (Vec<u8>, Vec<u8>, i64, i64, i64, i64);
 
-/// `LogSegment.append`'s index rule over the batches of `buf` from state `s`; `None` when
-/// an index could refuse an entry, or `buf` is not whole v2 batch headers.
+/// `LogSegment.append`'s index rule for one batch of `size` bytes whose last offset is `last`
+/// and max timestamp `max_ts`, appended at `s.position`: `s` moved past it and its entries
+/// packed onto `off_buf`/`time_buf`; `None`, with nothing changed, where an index could refuse
+/// the entry (full, an offset not above the last, a position or relative offset beyond int32).
+pub fn index_batch(s: &mut IndexState, size: i64, max_ts: i64, last: i64, off_buf: &mut Vec<u8>,
+                   time_buf: &mut Vec<u8>) -> Option<()> {
+    let (mts_ts, mts_off) = if max_ts > s.mts_ts { (max_ts, last) } else { (s.mts_ts, s.mts_off) };
+    let position = s.position.checked_add(size)?;
+    let mut since = s.since.checked_add(size)?;
+    let mut entries = None;
+    if s.since > s.interval {
+        if s.off_entries >= s.off_max || (s.off_entries != 0 && last <= s.off_last) || s.position > INT_MAX
+            || s.time_entries >= s.time_max - 1
+        {
+            return None;
+        }
+        let relative = i32::try_from(last - s.base).ok()?;
+        let time = if mts_ts > s.t_ts { Some(i32::try_from(mts_off - s.base).ok()?) } else { None };
+        entries = Some((relative, s.position as i32, time));
+        since = size;
+    }
+    if let Some((relative, at, time)) = entries {
+        off_buf.extend_from_slice(&relative.to_be_bytes());
+        off_buf.extend_from_slice(&at.to_be_bytes());
+        s.off_entries += 1;
+        s.off_last = last;
+        if let Some(relative_ts) = time {
+            time_buf.extend_from_slice(&mts_ts.to_be_bytes());
+            time_buf.extend_from_slice(&relative_ts.to_be_bytes());
+            s.time_entries += 1;
+            s.t_ts = mts_ts;
+        }
+    }
+    (s.mts_ts, s.mts_off, s.position, s.since) = (mts_ts, mts_off, position, since);
+    Some(())
+}
+
+/// `LogSegment.append`'s index rule ([`index_batch`]) over the batches of `buf` from state
+/// `s`; `None` when an index could refuse an entry, or `buf` is not whole v2 batch headers.
 pub fn follower_index(buf: &[u8], s: IndexState) -> Option<Indexed> {
-    let IndexState { base, mut position, mut since, interval, mut mts_ts, mut mts_off, mut t_ts, mut off_entries,
-                     off_max, mut off_last, mut time_entries, time_max } = s;
+    let mut s = s;
     let mut off_buf = Vec::new();
     let mut time_buf = Vec::new();
     let mut pos = 0usize;
@@ -150,33 +186,9 @@ pub fn follower_index(buf: &[u8], s: IndexState) -> Option<Indexed> {
             return None;
         }
         let last = h.base_offset.checked_add(h.last_offset_delta)?;
-        if h.max_timestamp > mts_ts {
-            mts_ts = h.max_timestamp;
-            mts_off = last;
-        }
-        if since > interval {
-            if off_entries >= off_max || (off_entries != 0 && last <= off_last) || position > INT_MAX {
-                return None;
-            }
-            off_buf.extend_from_slice(&i32::try_from(last - base).ok()?.to_be_bytes());
-            off_buf.extend_from_slice(&i32::try_from(position).ok()?.to_be_bytes());
-            off_entries += 1;
-            off_last = last;
-            if time_entries >= time_max - 1 {
-                return None;
-            }
-            if mts_ts > t_ts {
-                time_buf.extend_from_slice(&mts_ts.to_be_bytes());
-                time_buf.extend_from_slice(&i32::try_from(mts_off - base).ok()?.to_be_bytes());
-                time_entries += 1;
-                t_ts = mts_ts;
-            }
-            since = 0;
-        }
-        position = position.checked_add(size)?;
-        since = since.checked_add(size)?;
+        index_batch(&mut s, size, h.max_timestamp, last, &mut off_buf, &mut time_buf)?;
     }
-    Some((off_buf, time_buf, position, since, mts_ts, mts_off))
+    Some((off_buf, time_buf, s.position, s.since, s.mts_ts, s.mts_off))
 }
 
 // -- Python bindings ------------------------------------------------------------------------------

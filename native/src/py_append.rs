@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList};
 
 use crate::append::{self, Chain, Limits, Plain, Replica, RunSegment};
+use crate::append_follower::IndexState;
 use crate::{guarded, ByteView, DETACH_THRESHOLD};
 
 /// `(size, last_offset_delta, max_timestamp, producer_id, producer_epoch, base_sequence,
@@ -70,11 +71,11 @@ fn append_replica_batches(py: Python<'_>, buf: &Bound<'_, PyAny>, expected: i64)
 type LeaderRun<'py> = (usize, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Vec<Option<i64>>, Option<i64>);
 
 /// append.rs's `leader_run` for engine/storage/append_fast.py's `_Run.append`: `data` the
-/// joined batches (stamped in place from `pos`), `plain[start:]` their numbers, `state` the run's
-/// segment fields in `_Run`'s order (base, size, bytes_since, interval, mts_ts, mts_off,
-/// off_entries, off_max, time_entries, time_max, t_last_ts, t_last_off, rolling_ts,
-/// first_rolling, now, created, jitter, seg_bytes, seg_ms; None only for the two rolling
-/// fields), handed back updated.
+/// joined batches (stamped in place from `pos`), `plain[start:]` their numbers, `state` the
+/// run's segment fields in `_Run._native_run`'s order (base, size, bytes_since, interval,
+/// mts_ts, mts_off, off_entries, off_max, off_last, time_entries, time_max, t_last_ts,
+/// t_last_off, rolling_ts, first_rolling, now, created, jitter, seg_bytes, seg_ms; None only
+/// for the two rolling fields), handed back updated.
 #[pyfunction]
 #[pyo3(signature = (data, plain, start, pos, leo, epoch, state, chain))]
 #[allow(clippy::too_many_arguments)]
@@ -89,30 +90,33 @@ fn leader_run<'py>(
     state: Vec<Option<i64>>,
     chain: Option<Chain>,
 ) -> PyResult<LeaderRun<'py>> {
-    if state.len() != 19 {
-        return Err(PyValueError::new_err("19 segment fields"));
+    if state.len() != 20 {
+        return Err(PyValueError::new_err("20 segment fields"));
     }
     let int = |i: usize| state[i].ok_or_else(|| PyValueError::new_err("a segment field is None"));
     let mut seg = RunSegment {
-        base: int(0)?,
-        size: int(1)?,
-        bytes_since: int(2)?,
-        interval: int(3)?,
-        mts_ts: int(4)?,
-        mts_off: int(5)?,
-        off_entries: int(6)?,
-        off_max: int(7)?,
-        time_entries: int(8)?,
-        time_max: int(9)?,
-        t_last_ts: int(10)?,
-        t_last_off: int(11)?,
-        rolling_ts: state[12],
-        first_rolling: state[13],
-        now: int(14)?,
-        created: int(15)?,
-        jitter: int(16)?,
-        seg_bytes: int(17)?,
-        seg_ms: int(18)?,
+        index: IndexState {
+            base: int(0)?,
+            position: int(1)?,
+            since: int(2)?,
+            interval: int(3)?,
+            mts_ts: int(4)?,
+            mts_off: int(5)?,
+            off_entries: int(6)?,
+            off_max: int(7)?,
+            off_last: int(8)?,
+            time_entries: int(9)?,
+            time_max: int(10)?,
+            t_ts: int(11)?,
+        },
+        t_last_off: int(12)?,
+        rolling_ts: state[13],
+        first_rolling: state[14],
+        now: int(15)?,
+        created: int(16)?,
+        jitter: int(17)?,
+        seg_bytes: int(18)?,
+        seg_ms: int(19)?,
     };
     let mut chain = chain;
     let (mut off_buf, mut time_buf) = (Vec::new(), Vec::new());
@@ -124,12 +128,12 @@ fn leader_run<'py>(
         let items = (start..plain.len()).map_while(|i| plain.get_item(i).ok()?.extract::<Plain>().ok());
         Ok(append::leader_run(bytes, items, pos, leo, epoch, &mut seg, &mut chain, &mut off_buf, &mut time_buf))
     })?;
-    let s = &seg;
+    let i = &seg.index;
     let out = vec![
-        Some(s.base), Some(s.size), Some(s.bytes_since), Some(s.interval), Some(s.mts_ts), Some(s.mts_off),
-        Some(s.off_entries), Some(s.off_max), Some(s.time_entries), Some(s.time_max), Some(s.t_last_ts),
-        Some(s.t_last_off), s.rolling_ts, s.first_rolling, Some(s.now), Some(s.created), Some(s.jitter),
-        Some(s.seg_bytes), Some(s.seg_ms),
+        Some(i.base), Some(i.position), Some(i.since), Some(i.interval), Some(i.mts_ts), Some(i.mts_off),
+        Some(i.off_entries), Some(i.off_max), Some(i.off_last), Some(i.time_entries), Some(i.time_max),
+        Some(i.t_ts), Some(seg.t_last_off), seg.rolling_ts, seg.first_rolling, Some(seg.now), Some(seg.created),
+        Some(seg.jitter), Some(seg.seg_bytes), Some(seg.seg_ms),
     ];
     Ok((done, PyBytes::new(py, &off_buf), PyBytes::new(py, &time_buf), out, chain.map(|c| c.2)))
 }

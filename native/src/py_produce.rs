@@ -8,6 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyString, PyTuple};
 
+use crate::append_follower::increment_sequence;
 use crate::fault::Fault;
 use crate::produce::{self, BatchHead, Builder, Header};
 use crate::{guarded, raise, ByteView};
@@ -201,17 +202,6 @@ impl RecordsBuilder {
                 Ok(())
             })
         })
-    }
-}
-
-/// Kafka's `DefaultRecordBatch.incrementSequence` (formats/records.py's `increment_sequence`):
-/// sequences wrap to 0 after INT32_MAX.
-fn increment_sequence(sequence: i64, increment: i64) -> i64 {
-    let max = i64::from(i32::MAX);
-    if sequence > max - increment {
-        increment - (max - sequence) - 1
-    } else {
-        sequence + increment
     }
 }
 

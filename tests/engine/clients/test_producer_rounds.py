@@ -121,7 +121,11 @@ def test_the_writer_settles_the_background_flush_before_anything_else(dd, gated_
     w.append(("t", 0), _batch())  # waits for the flush in flight
     assert future.done() and future.exception() is None
     w.close()
-    assert dd.open_reader(("t", 0)).log_end_offset == 2
+    log = dd.open_reader(("t", 0))
+    try:
+        assert log.log_end_offset == 2
+    finally:
+        log.close()
 
 
 def _batch():
@@ -130,20 +134,48 @@ def _batch():
     return encode_batch([(0, 0, None, b"x")])
 
 
-def test_a_stop_while_a_round_is_in_flight_still_acknowledges_it(dd, gated_flush):
+def test_a_stop_while_a_round_is_in_flight_still_acknowledges_it(dd, gated_flush, monkeypatch):
+    from plog.engine import interrupts
+
     gate, started = gated_flush
+    waiting = threading.Event()
+    await_round = Producer._await_round
+
+    def watched(self):
+        if self._inflight is not None:
+            waiting.set()
+        await_round(self)
+
+    monkeypatch.setattr(Producer, "_await_round", watched)
+
+    def stop_then_open():
+        # Ctrl-C once the next round waits (inside its hold) for the one in flight, then
+        # the flush goes on: the wait is not cut short.
+        assert waiting.wait(10)
+        deadline = time.monotonic() + 10
+        while not interrupts._depth and time.monotonic() < deadline:
+            time.sleep(0.001)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+        gate.set()
+
     p = Producer(dd, hold_lock=True, **SMALL_ROUNDS)
     futures = [p.send("t", v, partition=0) for v in _values(30)]
     assert started.wait(10)
-    # Ctrl-C arrives while the next round waits for this one: the wait is not cut short.
-    threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
-    threading.Timer(0.4, gate.set).start()
-    with pytest.raises(KeyboardInterrupt):
-        for v in _values(100, 30):
-            p.send("t", v, partition=0)
+    t = threading.Thread(target=stop_then_open)
+    t.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for v in _values(100, 30):
+                p.send("t", v, partition=0)
+    finally:
+        t.join()
     assert gate.is_set()
     acknowledged = [f for f in futures if f.done()]
     assert acknowledged and all(_error(f) is None for f in acknowledged)
     p.close()
-    got = dd.open_reader(("t", 0))
-    assert got.log_end_offset >= len(acknowledged)
+    log = dd.open_reader(("t", 0))
+    try:
+        assert log.log_end_offset >= len(acknowledged)
+    finally:
+        log.close()
