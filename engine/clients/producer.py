@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from plog.formats import compression as _compression
 from plog.formats import native as _native
 from plog.formats.default_record import encode_records
+from plog.formats.memory_records import MemoryRecords
 from plog.formats.record_batch import encode_batch
 from plog.formats.records import increment_sequence
 from plog.formats.errors import UnsupportedCodecError
@@ -740,9 +741,11 @@ class Producer:
             codec = _compression.codec_id("none" if config.compression_type == "uncompressed"
                                           else config.compression_type)
         if codec == 0 and self._nat is not None and all(b.builder is not None and b.deferred is None for b in batches):
-            # One native call for the request's batches (the loop below, batch by batch).
-            raws, seqs, seq = self._nat.encode_batches([b.builder for b in batches], self.producer_id,
-                                                       self.producer_epoch, seq, self.idempotent)
+            # One native call for the request's batches (the loop below, batch by batch), into
+            # one buffer the append stamps and writes in place.
+            buffer, sizes, seqs, seq = self._nat.encode_batches([b.builder for b in batches], self.producer_id,
+                                                                 self.producer_epoch, seq, self.idempotent)
+            raws = MemoryRecords(buffer, sizes)
         else:
             raws, seqs = [], []
             for batch in batches:
@@ -755,7 +758,7 @@ class Producer:
         try:
             infos = writer.append_batches(tp, raws, acks=self.acks)
         except BaseException as e:  # an engine error, or Ctrl-C in the middle of the request
-            self._partly_appended(writer, leader, tp, batches, raws, seqs, start, e)
+            self._partly_appended(writer, leader, tp, batches, codec, seqs, start, e)
             raise
         for batch, info in zip(batches, infos):
             batch.base_offset = info.first_offset
@@ -763,7 +766,7 @@ class Producer:
         if self.idempotent:
             self._sequences[tp] = seq
 
-    def _partly_appended(self, writer, leader, tp, batches, raws, seqs, start: int, error: BaseException) -> None:
+    def _partly_appended(self, writer, leader, tp, batches, codec: int, seqs, start: int, error: BaseException) -> None:
         """After a request that failed at one of its batches: the batches before it are in
         the log (its end offset says how many). An idempotent producer appends the last of
         them again, a duplicate the log acknowledges with its offsets, so the writer flushes
@@ -777,7 +780,9 @@ class Producer:
             k += 1
         if k and self.idempotent:
             try:
-                last = writer.append_batches(tp, [raws[k - 1]], acks=self.acks)[0]
+                # Encoded again: the request's bytes may have been stamped by the append.
+                last = writer.append_batches(tp, [self._encode(batches[k - 1], codec, seqs[k - 1])],
+                                             acks=self.acks)[0]
             except EngineError:
                 k = 0
             else:

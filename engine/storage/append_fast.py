@@ -6,8 +6,10 @@ Leader. ``plog._native.append_producer_batches`` (native/src/append.rs) checks a
 producer batches in one pass (header, size limits, CRC, record count, base offset 0, keys on
 compacted topics) and hands back seven numbers per batch, up to the first batch that is not
 *plain* (control, refused, malformed...). The run is then appended here: offsets and the
-leader epoch stamped into one joined copy of it, log-append-time rewrites, the roll decision
-and the ``index.interval.bytes`` rule evaluated batch by batch on plain ints exactly as
+leader epoch stamped into one joined copy of it (a request's
+:class:`~plog.formats.memory_records.MemoryRecords`: into its own buffer, as Kafka's
+``LogValidator`` does), log-append-time rewrites, the roll decision and the
+``index.interval.bytes`` rule evaluated batch by batch on plain ints exactly as
 ``Log._maybe_roll`` and ``LogSegment.append`` do for one batch each, then ONE ``pwrite`` per
 segment, the index entries appended packed, the leader-epoch cache, producer state and
 offsets advanced once. A producer batch whose producer is new, not in sequence with its
@@ -39,6 +41,7 @@ import struct
 
 from plog.formats import native
 from plog.formats.indexes import TimestampOffset
+from plog.formats.memory_records import MemoryRecords
 from plog.formats.record_batch import set_max_timestamp
 from plog.formats.records import LOG_APPEND_TIME, increment_sequence
 
@@ -120,10 +123,14 @@ class _Run:
         epoch = self.leader_epoch
         if not 0 <= epoch <= _INT_MAX:
             return 0
-        data = bytearray().join(batches[start:start + len(plain)])
+        if isinstance(batches, MemoryRecords):
+            # The request's own buffer: stamped and written in place (formats/memory_records.py).
+            data, pos = batches.buffer, batches.start_of(start)
+        else:
+            data, pos = bytearray().join(batches[start:start + len(plain)]), 0
         view = memoryview(data)
         self.data_view = view
-        self.data_pos = 0  # where the pending segment's bytes start in ``data``
+        self.data_pos = pos  # where the pending segment's bytes start in ``data``
         now = self.now
         lat = cfg.log_append_time
         seg_bytes, seg_ms = cfg.segment_bytes, cfg.max_segment_ms
@@ -135,7 +142,6 @@ class _Run:
         if not self.sane:
             return 0
         leo = log.log_end_offset
-        pos = 0  # in ``data``
         done = 0
         # CreateTime runs go through the native loop (leader_run) as far as it takes them;
         # the batch it stops at (a roll, a producer to check) is this loop's, then it resumes.

@@ -206,9 +206,11 @@ impl RecordsBuilder {
 }
 
 /// The uncompressed batches of `builders` (non-empty `RecordsBuilder`s, in order) for one
-/// produce request: `(batches, their base sequences, the sequence after them)`, the same
-/// bytes as `builder.batch(0, producer_id, producer_epoch, seq)` of each in turn with `seq`
-/// following `increment_sequence` when `idempotent` (else -1 for every batch).
+/// produce request, back to back in one bytearray: `(buffer, each batch's size, their base
+/// sequences, the sequence after them)`. Batch by batch the same bytes as
+/// `builder.batch(0, producer_id, producer_epoch, seq)` with `seq` following
+/// `increment_sequence` when `idempotent` (else -1 for every batch); one buffer because the
+/// leader's append stamps the request in place (formats/memory_records.py).
 #[pyfunction]
 #[pyo3(signature = (builders, producer_id, producer_epoch, sequence, idempotent))]
 fn encode_batches<'py>(
@@ -218,21 +220,52 @@ fn encode_batches<'py>(
     producer_epoch: i16,
     sequence: i64,
     idempotent: bool,
-) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<i64>, i64)> {
-    let mut out = Vec::with_capacity(builders.len());
-    let mut seqs = Vec::with_capacity(builders.len());
+) -> PyResult<(Bound<'py, PyByteArray>, Vec<usize>, Vec<i64>, i64)> {
+    let cells = builders
+        .iter()
+        .map(|item| item.cast_into::<RecordsBuilder>().map_err(PyErr::from))
+        .collect::<PyResult<Vec<_>>>()?;
+    let held = cells.iter().map(|c| c.try_borrow().map_err(PyErr::from)).collect::<PyResult<Vec<_>>>()?;
+    let mut heads = Vec::with_capacity(held.len());
+    let mut sizes = Vec::with_capacity(held.len());
+    let mut seqs = Vec::with_capacity(held.len());
     let mut seq = sequence;
-    for item in builders.iter() {
-        let cell = item.cast_into::<RecordsBuilder>()?;
-        let builder = cell.try_borrow()?;
+    let mut total = 0usize;
+    for builder in &held {
+        let b = &builder.b;
+        if b.count == 0 {
+            return Err(PyValueError::new_err("an empty batch"));
+        }
         let base_sequence = i32::try_from(seq).map_err(|_| PyValueError::new_err("sequence out of range"))?;
-        out.push(builder.batch(py, 0, producer_id, producer_epoch, base_sequence, None)?);
+        let size = produce::batch_size(&b.buf).ok_or_else(|| raise(Fault::invalid("batch too large", None)))?;
+        heads.push(BatchHead {
+            attributes: 0,
+            last_offset_delta: i32::try_from(b.count - 1).map_err(|_| PyValueError::new_err("too many records"))?,
+            base_timestamp: b.base_ts,
+            max_timestamp: b.max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count: i32::try_from(b.count).map_err(|_| PyValueError::new_err("too many records"))?,
+        });
+        sizes.push(size);
         seqs.push(seq);
+        total = total.checked_add(size).ok_or_else(|| PyValueError::new_err("request too large"))?;
         if idempotent {
-            seq = increment_sequence(seq, builder.b.count);
+            seq = increment_sequence(seq, b.count);
         }
     }
-    Ok((out, seqs, seq))
+    let buffer = guarded(None, || {
+        PyByteArray::new_with(py, total, |out| {
+            let mut at = 0;
+            for ((builder, head), size) in held.iter().zip(&heads).zip(&sizes) {
+                produce::assemble_into(head, &builder.b.buf, &mut out[at..at + size]);
+                at += size;
+            }
+            Ok(())
+        })
+    })?;
+    Ok((buffer, sizes, seqs, seq))
 }
 
 /// Kafka's murmur2 of `data` (a Java int).

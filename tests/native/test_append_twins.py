@@ -5,8 +5,8 @@ Leader: the same scripts of produce requests (generated batch lists: every codec
 nulls, headers, idempotent producers and their retries, transactions and their markers,
 log-append-time and compacted topics, refused batches mid-list, tiny segments and index
 intervals) run through ``Log.append_batches_as_leader`` with ``append_fast.enabled`` off
-(the loop over ``append_as_leader``: the reference) and on; the data directories must be
-byte-identical after close (segments, indexes, producer snapshots, checkpoints), with the
+(the loop over ``append_as_leader``: the reference) and on, the lists also as one request's
+``MemoryRecords`` (stamped in place); the data directories must be byte-identical after close (segments, indexes, producer snapshots, checkpoints), with the
 same infos and the same typed errors at the same places.
 
 Follower: a follower log catches up with such a leader through ``Log.read`` and
@@ -29,6 +29,7 @@ from plog.engine.storage import append_fast  # noqa: E402
 from plog.engine.storage.log import Log  # noqa: E402
 from plog.engine.storage.log_config import LogConfig  # noqa: E402
 from plog.formats.errors import FormatError  # noqa: E402
+from plog.formats.memory_records import MemoryRecords  # noqa: E402
 from plog.formats.record_batch import encode_batch  # noqa: E402
 
 NOW = 1_700_000_000_000
@@ -48,16 +49,24 @@ def _info(info) -> tuple:
             info.log_append_time, info.log_start_offset, info.records_count, info.valid_bytes, info.duplicate)
 
 
-def run_script(directory: Path, config: LogConfig, script: list, fast: bool, monkeypatch) -> tuple:
+def _request(batches: list) -> MemoryRecords:
+    """``batches`` as a producer's request carries them: back to back in one buffer."""
+    return MemoryRecords(bytearray().join(batches), [len(b) for b in batches])
+
+
+def run_script(directory: Path, config: LogConfig, script: list, fast: bool, monkeypatch,
+               request: bool = False) -> tuple:
     """Run ``script`` (steps: ("batches", list, leader_epoch), ("marker", pid, epoch,
-    commit), ("roll",)) on a new log; returns (outcomes, files, offsets)."""
+    commit), ("roll",)) on a new log; returns (outcomes, files, offsets). ``request``: each
+    list goes as one :class:`MemoryRecords` (stamped in place by the fast path)."""
     monkeypatch.setattr(append_fast, "enabled", fast)
     log = Log.open(directory, config, time_source=_clock)
     outcomes = []
     for step in script:
         try:
             if step[0] == "batches":
-                outcomes.append([_info(i) for i in log.append_batches_as_leader(step[1], leader_epoch=step[2])])
+                batches = _request(step[1]) if request else step[1]
+                outcomes.append([_info(i) for i in log.append_batches_as_leader(batches, leader_epoch=step[2])])
             elif step[0] == "marker":
                 outcomes.append(_info(log.append_end_txn_marker(step[1], step[2], commit=step[3])))
             else:
@@ -159,11 +168,13 @@ CONFIGS = {
 
 def _compare(tmp_path: Path, config: LogConfig, script: list, monkeypatch) -> None:
     ref = run_script(tmp_path / "ref" / "t-0", config, script, False, monkeypatch)
-    fast = run_script(tmp_path / "fast" / "t-0", config, script, True, monkeypatch)
-    assert fast[0] == ref[0]
-    assert sorted(fast[1]) == sorted(ref[1])
-    for name in ref[1]:
-        assert fast[1][name] == ref[1][name], name
+    for request in (False, True):
+        where = tmp_path / ("fast-request" if request else "fast") / "t-0"
+        fast = run_script(where, config, script, True, monkeypatch, request=request)
+        assert fast[0] == ref[0], request
+        assert sorted(fast[1]) == sorted(ref[1])
+        for name in ref[1]:
+            assert fast[1][name] == ref[1][name], (name, request)
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
