@@ -26,9 +26,16 @@ import functools
 import signal
 import threading
 
+try:
+    # The C functions under signal.signal/getsignal: the same handlers, without the enum
+    # conversions of each result (an append enters uninterrupted a few times per round).
+    import _signal as _handlers
+except ImportError:  # pragma: no cover - not CPython
+    _handlers = signal
+
 __all__ = ["uninterrupted", "whole"]
 
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_STOP_SIGNALS = (int(signal.SIGINT), int(signal.SIGTERM))
 
 _depth = 0
 _saved: dict[int, object] = {}  # signal -> the handler replaced by _note, while _depth > 0
@@ -54,7 +61,7 @@ def _deliver(handler, signum: int, frame) -> None:
 
 def _restore() -> None:
     for signum, handler in list(_saved.items()):
-        signal.signal(signum, handler)
+        _handlers.signal(signum, handler)
         del _saved[signum]
 
 
@@ -77,8 +84,8 @@ class uninterrupted:
             try:
                 for signum in _STOP_SIGNALS:
                     # None: a handler installed by C code, which signal() could not put back.
-                    if signal.getsignal(signum) is not None:
-                        _saved[signum] = signal.signal(signum, _note)
+                    if _handlers.getsignal(signum) is not None:
+                        _saved[signum] = _handlers.signal(signum, _note)
             except BaseException:  # a stop through a handler not yet swapped: not held
                 _restore()
                 _depth = 0

@@ -255,7 +255,7 @@ def test_a_stop_in_the_middle_of_the_handler_swap_is_not_dropped(monkeypatch, wh
     are swapped in (or back) must still stop the program, once."""
     from plog.engine import interrupts
 
-    real = signal.signal
+    real = interrupts._handlers.signal  # what uninterrupted swaps the handlers with
     fired = []
 
     def swap(signum, handler):
@@ -273,7 +273,7 @@ def test_a_stop_in_the_middle_of_the_handler_swap_is_not_dropped(monkeypatch, wh
         raise KeyboardInterrupt
 
     old_term = real(signal.SIGTERM, handler)
-    monkeypatch.setattr(interrupts.signal, "signal", swap)
+    monkeypatch.setattr(interrupts._handlers, "signal", swap)
     try:
         with pytest.raises(KeyboardInterrupt):
             with uninterrupted():
