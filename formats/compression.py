@@ -76,16 +76,37 @@ more than about ``max_size`` plus one block.
 
 from __future__ import annotations
 
+import importlib
 import struct
+import sys
 import threading
 import zlib
 
-import lz4.block
-import snappy
-import zstandard
-from xxhash import xxh32_intdigest as xxh32
-
 from .errors import CompressionError, DecompressionLimitError, UnsupportedCodecError
+
+
+class _Library:
+    """A codec library, imported when first used: most runs (an uncompressed produce, a
+    dump, ``--help``) use none, and importing all four cost about a tenth of start-up time.
+    The first use puts the module itself in this module's globals, in the stand-in's place."""
+
+    def __init__(self, module: str, name: str):
+        self._module, self._name = module, name
+
+    def __getattr__(self, attr: str):
+        module = importlib.import_module(self._module)
+        globals()[self._name] = module
+        return getattr(module, attr)
+
+
+lz4_block = _Library("lz4.block", "lz4_block")
+snappy = _Library("snappy", "snappy")
+zstandard = _Library("zstandard", "zstandard")
+_xxhash = _Library("xxhash", "_xxhash")
+
+
+def xxh32(data) -> int:
+    return _xxhash.xxh32_intdigest(data)
 
 __all__ = [
     "NONE",
@@ -174,7 +195,7 @@ def decompress(codec: int, data: bytes | memoryview, max_size: int, *, magic: in
         if codec == LZ4:
             return _lz4_decompress(buf, max_size, magic)
         return _zstd_decompress(buf, max_size)
-    except _LIBRARY_ERRORS as exc:
+    except _library_errors() as exc:
         # The codecs' own checks raise CompressionError; this catches what the native
         # libraries report about malformed data so that callers see one error family.
         detail = str(exc) or str(exc.__cause__ or type(exc).__name__)
@@ -183,13 +204,14 @@ def decompress(codec: int, data: bytes | memoryview, max_size: int, *, magic: in
 
 # --------------------------------------------------------------------------- shared helpers
 
-_LIBRARY_ERRORS = (
-    zlib.error,
-    snappy.UncompressError,
-    lz4.block.LZ4BlockError,
-    zstandard.ZstdError,
-    struct.error,
-)
+def _library_errors() -> tuple:
+    """The exception types of the codec libraries loaded so far (one that raised is loaded)."""
+    errors = [zlib.error, struct.error]
+    for module, error in (("snappy", "UncompressError"), ("lz4.block", "LZ4BlockError"), ("zstandard", "ZstdError")):
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            errors.append(getattr(loaded, error))
+    return tuple(errors)
 
 
 def _check_magic(codec: int, magic: int) -> None:
@@ -477,9 +499,9 @@ def _lz4_compress(buf: bytes | memoryview, level: int | None, magic: int) -> byt
     for start in range(0, len(buf), _LZ4_BLOCK):
         chunk = buf[start : start + _LZ4_BLOCK]
         if level == _LZ4_DEFAULT_LEVEL:
-            block = lz4.block.compress(chunk, mode="default", store_size=False)
+            block = lz4_block.compress(chunk, mode="default", store_size=False)
         else:
-            block = lz4.block.compress(
+            block = lz4_block.compress(
                 chunk, mode="high_compression", compression=level, store_size=False
             )
         if len(block) >= len(chunk):
@@ -569,13 +591,13 @@ def _lz4_block(block: memoryview, block_max: int, out: _Output) -> bytes:
     """Decompress one LZ4 block into a buffer sized by the limit as well as the BD code."""
     cap = min(block_max, out.room + 1)
     try:
-        return lz4.block.decompress(block, uncompressed_size=cap)
-    except lz4.block.LZ4BlockError:
+        return lz4_block.decompress(block, uncompressed_size=cap)
+    except lz4_block.LZ4BlockError:
         if cap == block_max:
             raise
         # Corrupt, or simply larger than what the limit leaves: a full-size try (one
         # block of memory) tells which; out.add then reports the limit.
-        return lz4.block.decompress(block, uncompressed_size=block_max)
+        return lz4_block.decompress(block, uncompressed_size=block_max)
 
 
 # --------------------------------------------------------------------------- zstd

@@ -59,7 +59,6 @@ import math
 import struct as _struct
 import uuid as _uuid
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, Iterator, Mapping, Sequence, Union
 
 from .errors import SchemaError
@@ -754,6 +753,8 @@ def _java_double(d: float) -> str:
         return "-0.0" if math.copysign(1.0, d) < 0 else "0.0"
     if 1e-3 <= abs(d) < 1e7:
         return repr(d)  # Python's repr is plain notation with a '.' in this range
+    from decimal import Decimal  # here: start-up time (rarely needed)
+
     sign, digits, exponent = Decimal(repr(d)).as_tuple()
     text = "".join(map(str, digits)).rstrip("0") or "0"
     sci_exp = exponent + len(digits) - 1

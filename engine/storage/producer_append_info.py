@@ -11,7 +11,6 @@ markers) are listed in :mod:`plog.engine.storage.producer_state`.
 from __future__ import annotations
 
 import enum
-import logging
 
 from plog.formats.control import ControlRecordType, EndTransactionMarker, parse_control_key
 from plog.formats.errors import InvalidRecordError
@@ -30,7 +29,11 @@ from plog.engine.storage.producer_state_entry import (
     TxnMetadata,
 )
 
-log = logging.getLogger("plog.engine.storage.producer_state")
+def _log():
+    """The module's logger (logging is imported on first use, for start-up time)."""
+    import logging
+
+    return logging.getLogger("plog.engine.storage.producer_state")
 
 #: ``TransactionVersion.TV_UNKNOWN``: what a replicated marker carries (the version is not on disk).
 TV_UNKNOWN = -1
@@ -101,14 +104,14 @@ class ProducerAppendInfo:
         if (producer_epoch <= current) if strict else (producer_epoch < current):
             if strict and producer_epoch == current and self.updated_entry.current_txn_first_offset is None:
                 # KAFKA-19999: a retried TV2 marker for a transaction that already ended.
-                log.info("Idempotent transaction marker retry for producer %d epoch %d", self.producer_id,
+                _log().info("Idempotent transaction marker retry for producer %d epoch %d", self.producer_id,
                          producer_epoch)
                 return
             message = (f"Epoch of {self._where(offset)} is {producer_epoch}, which is "
                        f"{'<=' if strict else '<'} the last seen epoch {current} (TV{transaction_version})")
             if self.origin is AppendOrigin.REPLICATION:
                 # The leader already decided; a follower/recovery must take what is on disk.
-                log.warning(message)
+                _log().warning(message)
             else:
                 raise InvalidProducerEpochError(message)
 
@@ -177,7 +180,7 @@ class ProducerAppendInfo:
         entry = self.updated_entry
         if entry.coordinator_epoch > coordinator_epoch:
             if self.origin is AppendOrigin.REPLICATION:
-                log.info("Invalid coordinator epoch for %s: %d is older than previously known coordinator epoch %d",
+                _log().info("Invalid coordinator epoch for %s: %d is older than previously known coordinator epoch %d",
                          self._where(offset), coordinator_epoch, entry.coordinator_epoch)
             else:
                 raise TransactionCoordinatorFencedError(

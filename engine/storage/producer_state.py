@@ -58,7 +58,6 @@ and the functions that feed it from disk. Every name is importable from here.
 """
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from types import MappingProxyType
@@ -90,7 +89,11 @@ from plog.engine.storage.producer_state_entry import (
     TxnMetadata,
 )
 
-log = logging.getLogger(__name__)
+def _log():
+    """The module's logger (logging is imported on first use, for start-up time)."""
+    import logging
+
+    return logging.getLogger(__name__)
 
 #: ``producer.id.expiration.ms`` default (1 day).
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
@@ -366,7 +369,7 @@ class ProducerStateManager:
             try:
                 entries = read_snapshot(path)
             except CorruptSnapshotError as e:
-                log.warning("Failed to load producer snapshot from '%s': %s", path, e)
+                _log().warning("Failed to load producer snapshot from '%s': %s", path, e)
                 self._remove_and_delete_snapshot(offset)
                 continue
             for entry in entries:
