@@ -255,15 +255,25 @@ fn encode_batches<'py>(
             seq = increment_sequence(seq, b.count);
         }
     }
-    let buffer = guarded(None, || {
-        PyByteArray::new_with(py, total, |out| {
-            let mut at = 0;
-            for ((builder, head), size) in held.iter().zip(&heads).zip(&sizes) {
-                produce::assemble_into(head, &builder.b.buf, &mut out[at..at + size]);
-                at += size;
-            }
-            Ok(())
-        })
+    let len = isize::try_from(total).map_err(|_| PyValueError::new_err("request too large"))?;
+    // SAFETY: PyByteArray_FromStringAndSize(NULL, len) returns a new bytearray of `len`
+    // bytes, uninitialised (PyByteArray::new_with would zero them first), or NULL with the
+    // error set; the pointer is owned. Every byte is written below before Python sees it:
+    // the batches tile the buffer (`total` is the sum of `sizes`).
+    let buffer = unsafe {
+        Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyByteArray_FromStringAndSize(std::ptr::null(), len))?
+            .cast_into_unchecked::<PyByteArray>()
+    };
+    guarded(None, || {
+        // SAFETY: the GIL is held and no Python code runs while the slice is in use, and the
+        // bytearray is new: nothing else can resize or read it meanwhile.
+        let out = unsafe { buffer.as_bytes_mut() };
+        let mut at = 0;
+        for ((builder, head), size) in held.iter().zip(&heads).zip(&sizes) {
+            produce::assemble_into(head, &builder.b.buf, &mut out[at..at + size]);
+            at += size;
+        }
+        Ok(())
     })?;
     Ok((buffer, sizes, seqs, seq))
 }
@@ -418,14 +428,22 @@ impl ProduceFill {
     }
 }
 
-/// A new batch in slot `p`, told on `events` as `(p, builder)`.
+/// The most a new batch reserves up front (a batch.size of hundreds of MiB is legal).
+const MAX_RESERVE: usize = 1 << 20;
+
+/// A new batch in slot `p`, told on `events` as `(p, builder)`. Its buffer is reserved for
+/// `capacity` bytes at once (batch.size, as Kafka's producer takes a batch.size buffer from
+/// its pool), not grown record by record.
 fn open_batch<'py>(
     py: Python<'py>,
     builders: &Bound<'py, PyList>,
     events: &Bound<'py, PyList>,
     p: i64,
+    capacity: i64,
 ) -> PyResult<Bound<'py, RecordsBuilder>> {
-    let builder = Bound::new(py, RecordsBuilder::new())?;
+    let mut b = Builder::default();
+    b.buf.reserve(usize::try_from(capacity).unwrap_or(0).min(MAX_RESERVE));
+    let builder = Bound::new(py, RecordsBuilder { b })?;
     builders.set_item(p as usize, &builder)?;
     events.append((p, &builder))?;
     Ok(builder)
@@ -553,7 +571,7 @@ impl ProduceFill {
                     drop(current.take());
                     let slot = builders.get_item(p as usize)?;
                     let builder = if slot.is_none() {
-                        open_batch(py, builders, events, p)?
+                        open_batch(py, builders, events, p, self.batch_size)?
                     } else {
                         slot.cast_into::<RecordsBuilder>()?
                     };
@@ -565,7 +583,7 @@ impl ProduceFill {
                     closed_bytes += builder.b.size;
                     drop(current.take());
                     events.append(p)?;
-                    current = Some((p, open_batch(py, builders, events, p)?.try_borrow_mut()?));
+                    current = Some((p, open_batch(py, builders, events, p, self.batch_size)?.try_borrow_mut()?));
                 }
                 let Some((_, builder)) = current.as_mut() else { unreachable!() };
                 let ts = match &self.clock {
