@@ -55,7 +55,7 @@ from plog.engine.storage.segments import LogSegments
 from plog.engine.offset_spec import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP  # noqa: E402
 
 
-@dataclass
+@dataclass(slots=True)
 class LogAppendInfo:
     """What an append did (Kafka's ``LogAppendInfo``)."""
 
