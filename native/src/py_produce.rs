@@ -205,6 +205,9 @@ impl RecordsBuilder {
     }
 }
 
+/// What `encode_batches` returns: `(buffer, batch sizes, base sequences, next sequence)`.
+type EncodedRequest<'py> = (Bound<'py, PyByteArray>, Vec<usize>, Vec<i64>, i64);
+
 /// The uncompressed batches of `builders` (non-empty `RecordsBuilder`s, in order) for one
 /// produce request, back to back in one bytearray: `(buffer, each batch's size, their base
 /// sequences, the sequence after them)`. Batch by batch the same bytes as
@@ -220,7 +223,7 @@ fn encode_batches<'py>(
     producer_epoch: i16,
     sequence: i64,
     idempotent: bool,
-) -> PyResult<(Bound<'py, PyByteArray>, Vec<usize>, Vec<i64>, i64)> {
+) -> PyResult<EncodedRequest<'py>> {
     let cells = builders
         .iter()
         .map(|item| item.cast_into::<RecordsBuilder>().map_err(PyErr::from))
