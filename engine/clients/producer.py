@@ -620,6 +620,8 @@ class Producer:
         returns, so the caller fills the next round while the disk commits this one. That
         round is acknowledged, or fails, when the next one is sent (or at :meth:`flush`):
         still never before its fsync."""
+        # While a round is in flight, this one's requests are encoded before waiting for it.
+        ahead = self._encode_ahead() if self._inflight is not None and self._nat is not None else {}
         self._await_round()
         ready, self._ready, self._ready_bytes = self._ready, [], 0
         self._first_linger_ms = None if not self._open else time.monotonic() * 1000
@@ -656,7 +658,7 @@ class Producer:
                             f"({str(earlier) or type(earlier).__name__})")
                     continue
                 try:
-                    self._append(writer, tp, batches)
+                    self._append(writer, tp, batches, ahead.get(tp))
                 except EngineError as e:
                     failure = e
                     for batch in batches:
@@ -734,22 +736,53 @@ class Producer:
                     self._failed.setdefault(batch.tp, failure)
             raise failure
 
-    def _append(self, writer, tp: TopicPartition, batches: list[_Batch]) -> None:
-        """Encode ``batches`` (all to ``tp``, in order) and append them in one request."""
-        seq = self._sequences.get(tp, 0) if self.idempotent else -1
-        config = self.data_dir.topic_config(tp.topic)
-        codec = self.codec
+    def _codec_for(self, topic: str) -> int:
+        """The codec this producer's batches to ``topic`` are written with."""
+        config = self.data_dir.topic_config(topic)
         if config.compression_type not in ("producer",):
             # The broker would recompress to the topic's codec; writing it so is the same result.
-            codec = _compression.codec_id("none" if config.compression_type == "uncompressed"
-                                          else config.compression_type)
-        if codec == 0 and self._nat is not None and all(b.builder is not None and b.deferred is None for b in batches):
-            # One native call for the request's batches (the loop below, batch by batch), into
-            # one buffer the append stamps and writes in place.
-            buffer, sizes, seqs, seq = self._nat.encode_batches([b.builder for b in batches], self.producer_id,
-                                                                 self.producer_epoch, seq, self.idempotent)
-            raws = MemoryRecords(buffer, sizes)
+            return _compression.codec_id("none" if config.compression_type == "uncompressed"
+                                         else config.compression_type)
+        return self.codec
+
+    def _native_request(self, tp: TopicPartition, batches: list[_Batch], codec: int):
+        """``batches`` (all to ``tp``, in order) as one request encoded in one native call,
+        into one buffer the append stamps and writes in place: ``(MemoryRecords, base
+        sequences, the sequence after them)``; None where :meth:`_append` encodes batch by
+        batch (the reference path, a codec, a record the native encoder left out)."""
+        if codec != 0 or self._nat is None or not all(b.builder is not None and b.deferred is None for b in batches):
+            return None
+        seq = self._sequences.get(tp, 0) if self.idempotent else -1
+        buffer, sizes, seqs, seq = self._nat.encode_batches([b.builder for b in batches], self.producer_id,
+                                                             self.producer_epoch, seq, self.idempotent)
+        return MemoryRecords(buffer, sizes), seqs, seq
+
+    def _encode_ahead(self) -> dict:
+        """The native requests of the ready batches, encoded while the round in flight is
+        still being flushed (the encoding touches neither the writer nor the logs, and that
+        round's appends already moved the sequences): what :meth:`_append` would encode once
+        the flush is done, then on the critical path."""
+        groups: dict[TopicPartition, list[_Batch]] = {}
+        for batch in self._ready:
+            groups.setdefault(batch.tp, []).append(batch)
+        requests = {}
+        for tp, batches in groups.items():
+            if tp not in self._failed:
+                request = self._native_request(tp, batches, self._codec_for(tp.topic))
+                if request is not None:
+                    requests[tp] = request
+        return requests
+
+    def _append(self, writer, tp: TopicPartition, batches: list[_Batch], request=None) -> None:
+        """Encode ``batches`` (all to ``tp``, in order; ``request``: already encoded by
+        :meth:`_native_request`) and append them in one request."""
+        codec = self._codec_for(tp.topic)
+        if request is None:
+            request = self._native_request(tp, batches, codec)
+        if request is not None:
+            raws, seqs, seq = request
         else:
+            seq = self._sequences.get(tp, 0) if self.idempotent else -1
             raws, seqs = [], []
             for batch in batches:
                 raws.append(self._encode(batch, codec, seq))
