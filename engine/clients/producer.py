@@ -620,9 +620,17 @@ class Producer:
         returns, so the caller fills the next round while the disk commits this one. That
         round is acknowledged, or fails, when the next one is sent (or at :meth:`flush`):
         still never before its fsync."""
+        # One produce request per partition: its ready batches, in order, in one append.
+        groups: dict[TopicPartition, list[_Batch]] = {}
+        for batch in self._ready:
+            group = groups.get(batch.tp)
+            if group is None:
+                groups[batch.tp] = [batch]
+            else:
+                group.append(batch)
         # While a round is in flight, this one's requests are encoded before waiting for it.
-        ahead = self._encode_ahead() if self._inflight is not None and self._nat is not None else {}
-        self._await_round()
+        ahead = self._encode_ahead(groups) if self._inflight is not None and self._nat is not None else {}
+        self._await_round()  # (the ready batches stay as they are: a failure here leaves them queued)
         ready, self._ready, self._ready_bytes = self._ready, [], 0
         self._first_linger_ms = None if not self._open else time.monotonic() * 1000
         if not ready:
@@ -630,14 +638,6 @@ class Producer:
         writer = self._writer
         own_writer = writer is None
         failure: BaseException | None = None
-        # One produce request per partition: its ready batches, in order, in one append.
-        groups: dict[TopicPartition, list[_Batch]] = {}
-        for batch in ready:
-            group = groups.get(batch.tp)
-            if group is None:
-                groups[batch.tp] = [batch]
-            else:
-                group.append(batch)
         try:
             if own_writer:
                 # The writer re-reads the metadata when it takes its first lock.
@@ -757,14 +757,11 @@ class Producer:
                                                              self.producer_epoch, seq, self.idempotent)
         return MemoryRecords(buffer, sizes), seqs, seq
 
-    def _encode_ahead(self) -> dict:
-        """The native requests of the ready batches, encoded while the round in flight is
-        still being flushed (the encoding touches neither the writer nor the logs, and that
-        round's appends already moved the sequences): what :meth:`_append` would encode once
-        the flush is done, then on the critical path."""
-        groups: dict[TopicPartition, list[_Batch]] = {}
-        for batch in self._ready:
-            groups.setdefault(batch.tp, []).append(batch)
+    def _encode_ahead(self, groups: dict) -> dict:
+        """The native requests of ``groups`` (partition -> its ready batches), encoded while
+        the round in flight is still being flushed (the encoding touches neither the writer
+        nor the logs, and that round's appends already moved the sequences): what
+        :meth:`_append` would encode once the flush is done, then on the critical path."""
         requests = {}
         for tp, batches in groups.items():
             if tp not in self._failed:
@@ -776,9 +773,11 @@ class Producer:
     def _append(self, writer, tp: TopicPartition, batches: list[_Batch], request=None) -> None:
         """Encode ``batches`` (all to ``tp``, in order; ``request``: already encoded by
         :meth:`_native_request`) and append them in one request."""
-        codec = self._codec_for(tp.topic)
         if request is None:
+            codec = self._codec_for(tp.topic)
             request = self._native_request(tp, batches, codec)
+        else:
+            codec = 0  # a native request is uncompressed (_native_request)
         if request is not None:
             raws, seqs, seq = request
         else:

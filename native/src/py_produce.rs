@@ -183,17 +183,7 @@ impl RecordsBuilder {
             if self.b.count == 0 {
                 return Ok(PyBytes::new(py, b""));
             }
-            let head = BatchHead {
-                attributes,
-                last_offset_delta: i32::try_from(self.b.count - 1)
-                    .map_err(|_| PyValueError::new_err("too many records"))?,
-                base_timestamp: self.b.base_ts,
-                max_timestamp: self.b.max_ts,
-                producer_id,
-                producer_epoch,
-                base_sequence,
-                count: i32::try_from(self.b.count).map_err(|_| PyValueError::new_err("too many records"))?,
-            };
+            let head = batch_head(&self.b, attributes, producer_id, producer_epoch, base_sequence)?;
             let body = payload.map_or(self.b.buf.as_slice(), |p| p.as_bytes());
             let size = produce::batch_size(body).ok_or_else(|| raise(Fault::invalid("batch too large", None)))?;
             // Written in place: the batch is the bytes object's own buffer, not a copy of one.
@@ -203,6 +193,27 @@ impl RecordsBuilder {
             })
         })
     }
+}
+
+/// The batch fields of `b`'s records (non-empty) with the producer's.
+fn batch_head(
+    b: &Builder,
+    attributes: i16,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> PyResult<BatchHead> {
+    let too_many = |_| PyValueError::new_err("too many records");
+    Ok(BatchHead {
+        attributes,
+        last_offset_delta: i32::try_from(b.count - 1).map_err(too_many)?,
+        base_timestamp: b.base_ts,
+        max_timestamp: b.max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count: i32::try_from(b.count).map_err(too_many)?,
+    })
 }
 
 /// What `encode_batches` returns: `(buffer, batch sizes, base sequences, next sequence)`.
@@ -241,16 +252,7 @@ fn encode_batches<'py>(
         }
         let base_sequence = i32::try_from(seq).map_err(|_| PyValueError::new_err("sequence out of range"))?;
         let size = produce::batch_size(&b.buf).ok_or_else(|| raise(Fault::invalid("batch too large", None)))?;
-        heads.push(BatchHead {
-            attributes: 0,
-            last_offset_delta: i32::try_from(b.count - 1).map_err(|_| PyValueError::new_err("too many records"))?,
-            base_timestamp: b.base_ts,
-            max_timestamp: b.max_ts,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count: i32::try_from(b.count).map_err(|_| PyValueError::new_err("too many records"))?,
-        });
+        heads.push(batch_head(b, 0, producer_id, producer_epoch, base_sequence)?);
         sizes.push(size);
         seqs.push(seq);
         total = total.checked_add(size).ok_or_else(|| PyValueError::new_err("request too large"))?;
