@@ -458,7 +458,7 @@ def main() -> None:
         warm.write_bytes(b"".join(b"k%d\t%d\n" % (i, i) for i in range(1000)))
         for path in PATHS:
             # Untimed, the commands measured once each: the .pyc files of every module they
-            # import written (a first run compiles them: about 0.1 s), the page cache warm.
+            # import written (else the first timed run would compile them), the page cache warm.
             warm_dir = tmp / f"warm-{path}"
             for command in (["produce", TOPIC, "--file", str(warm)],
                             ["produce", "keyed", "--parse-key", "--file", str(warm)],

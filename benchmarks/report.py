@@ -822,9 +822,10 @@ BENCHMARKS: tuple[Bench, ...] = (
     Bench("bench_verify", ("--size", "4G", "--small-size", "1G", "--reps", "3"),
           ("--size", "256M", "--small-size", "64M", "--reps", "1"), "--json", VERIFY_TARGETS, extract_verify,
           python_pass=True),
-    # Three repetitions (medians): a produce run is a third of a second, and the first one
-    # follows the start of kcat's broker, whose JVM is still compiling (one run of each
-    # measured 2.0 M/s against 3.1-3.3 M/s for the next two, kcat 1.9 against 2.2-2.3).
+    # Three repetitions (medians): a produce run is a quarter of a second, and the first
+    # repetition is the slowest for plog and kcat alike (2.5-3.0 M/s against 3.5-4.3 M/s for
+    # the next two, kcat 1.96 against 2.36-2.45), after a sync and with the broker idle (2-4% of a
+    # core after its warm-up): one run would report that outlier.
     Bench("bench_produce_consume", ("--records", "1000000", "--reps", "3"), ("--quick", "--reps", "1"), "--output",
           PC_TARGETS, extract_produce_consume, _needs_kafka_python,
           extra_args=lambda ctx: ("--kcat",) if not ctx.kafka else ()),  # kcat's broker: Kafka's jars
