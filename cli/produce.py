@@ -114,7 +114,9 @@ class _ProduceCommand(typer.core.TyperCommand):
         f"the offsets written per partition, counts beyond {SUMMARY_PARTITIONS} partitions (--verbose: a line "
         "per partition). "
         "A bad input line stops the run with its line number; records before it are produced, nothing "
-        "after it is.\n\n"
+        "after it is. A line longer than 4 x max.request.size (at least 64 MiB) is a bad line, refused once "
+        "that much of it is read: input that never breaks a line (binary data, /dev/zero) cannot fill "
+        "memory.\n\n"
         "Exit status: 0 success, 1 error (bad input line, unknown partition, I/O), 2 usage error, "
         "130 interrupted, 143 terminated."
     ),

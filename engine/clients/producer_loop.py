@@ -33,7 +33,7 @@ from typing import BinaryIO, Iterable, Iterator
 
 from plog.engine.clients.producer import (_BATCH_OVERHEAD, _FILL_DONE, _FILL_FALLBACK, _FILL_NEED_MORE,
                                           _FILL_TOO_LARGE, _RECORD_OVERHEAD, Producer)
-from plog.engine.errors import RecordTooLargeError
+from plog.engine.errors import InputRecordError, RecordTooLargeError
 
 #: Plain lines handed to :meth:`Producer.send_values` at a time (one at a time from input
 #: that can pause, so each line goes out as soon as it is typed).
@@ -44,6 +44,27 @@ READ_BYTES = 1 << 16
 PAUSE_S = 0.002
 #: Bytes of a regular file read at a time on the native path.
 READ_FILE_BYTES = 1 << 20
+#: The longest line (its line break not counted) produce reads is the larger of these two:
+#: a floor, and a multiple of the producer's max.request.size (see line_limit).
+MIN_LINE_LIMIT = 64 << 20
+LINE_LIMIT_FACTOR = 4
+
+
+def line_limit(producer: Producer) -> int:
+    """The longest line ``producer``'s loop reads, its line break not counted: a longer one
+    is an input error, raised once that many of its bytes are read without a line break, so
+    a line that never ends (binary input, ``/dev/zero``) cannot take unbounded memory. A
+    plain or keyed line that long could never be a record a request takes anyway."""
+    return max(MIN_LINE_LIMIT, LINE_LIMIT_FACTOR * producer.max_request_size)
+
+
+def _too_long(number: int, limit: int) -> InputRecordError:
+    return InputRecordError(number, f"longer than {limit} bytes, the longest line produce reads "
+                                    f"({LINE_LIMIT_FACTOR} x max.request.size, at least {MIN_LINE_LIMIT >> 20} MiB)")
+
+
+class _LineTooLong(Exception):
+    """:func:`lines_of`: the next line is longer than the limit (its caller names the line)."""
 
 
 def input_may_pause(source) -> bool:
@@ -54,14 +75,22 @@ def input_may_pause(source) -> bool:
         return False
 
 
-def lines_of(source: BinaryIO, producer: Producer | None = None) -> Iterator[bytes]:
+def lines_of(source: BinaryIO, producer: Producer | None = None, limit: int | None = None) -> Iterator[bytes]:
     """The lines of ``source``, line breaks kept. With ``producer`` (input that can pause),
-    before blocking on input: send what lingers and release the data directory."""
+    before blocking on input: send what lingers and release the data directory. With
+    ``limit``: a line longer than that (its line break not counted) raises
+    :class:`_LineTooLong` once ``limit + 1`` of its bytes are read."""
     if producer is None:
-        yield from source
+        if limit is None:
+            yield from source
+            return
+        for line in iter(lambda: source.readline(limit + 1), b""):
+            if len(line) > limit and line[-1:] != b"\n":
+                raise _LineTooLong
+            yield line
         return
     fd = source.fileno()
-    pending = b""
+    pending = bytearray()  # the line being read (appended to in place: no copy of it per read)
     while True:
         ready, _, _ = select.select([fd], [], [], 0)
         if not ready:
@@ -70,14 +99,18 @@ def lines_of(source: BinaryIO, producer: Producer | None = None) -> Iterator[byt
         chunk = os.read(fd, READ_BYTES)
         if not chunk:
             if pending:
-                yield pending
+                yield bytes(pending)
             return
         pending += chunk
         if b"\n" in chunk:
-            lines = pending.split(b"\n")
-            pending = lines.pop()
+            lines = bytes(pending).split(b"\n")
+            pending = bytearray(lines.pop())
             for line in lines:
+                if limit is not None and len(line) > limit:
+                    raise _LineTooLong
                 yield line + b"\n"
+        if limit is not None and len(pending) > limit:
+            raise _LineTooLong
 
 
 def _read_more(source, producer: Producer, size: int) -> bytes:
@@ -112,18 +145,27 @@ class _InputBuffer:
         :meth:`read` or :meth:`append`."""
         return memoryview(self.buf)[:self.end]
 
+    def line_length(self, pos: int) -> int:
+        """The length of the line at ``pos``, its line break not counted (all the bytes held
+        after ``pos`` when none is)."""
+        end = self.buf.find(b"\n", pos, self.end)
+        return (self.end if end < 0 else end) - pos
+
     def keep_from(self, pos: int) -> None:
         """Drop the bytes before ``pos`` (taken), moving the rest to the front."""
         rest = self.end - pos
         if pos and rest:
-            # A copy first: the tail (a partial line) and its new place may overlap.
-            self.buf[:rest] = bytes(self.buf[pos:self.end])
+            # The slice is a copy: the tail (a partial line) and its new place may overlap.
+            self.buf[:rest] = self.buf[pos:self.end]
         self.end = rest
 
     def _room(self, size: int) -> None:
         if len(self.buf) - self.end < size:
-            grown = bytearray(max(self.end + size, 2 * len(self.buf)))
-            grown[:self.end] = self.buf[:self.end]
+            # Doubled (few moves while lines are short), but for a long line only what the
+            # read needs: the reads themselves double (the loop's read_size).
+            grown = bytearray(max(self.end + size, min(2 * len(self.buf), self.end + size + READ_FILE_BYTES)))
+            with memoryview(self.buf) as held:  # (a slice of the bytearray would be a third copy)
+                grown[:self.end] = held[:self.end]
             self.buf = grown
 
     def read(self, source, size: int) -> int:
@@ -186,7 +228,7 @@ class ProduceLoop:
         interactive = input_may_pause(source)
         if self._run_native(source, interactive):
             return
-        lines = lines_of(source, self.producer if interactive else None)
+        lines = lines_of(source, self.producer if interactive else None, line_limit(self.producer))
         if self.plain:
             self._send_plain(lines, 1 if interactive else CHUNK_LINES)
             return
@@ -220,6 +262,7 @@ class ProduceLoop:
         pos, last, read_size = 0, False, READ_FILE_BYTES
         in_chunk = 0
         need_more = True
+        limit = line_limit(producer)
         while True:
             if need_more:
                 inp.keep_from(pos)
@@ -239,8 +282,13 @@ class ProduceLoop:
                 data.release()
             in_chunk += taken
             need_more = event == _FILL_NEED_MORE
-            # A line longer than what was read: read more at a time (no rescans of a huge line).
-            read_size = read_size * 2 if need_more and not taken else READ_FILE_BYTES
+            if event in (_FILL_NEED_MORE, _FILL_TOO_LARGE, _FILL_FALLBACK) and inp.line_length(pos) > limit:
+                # As lines_of: refused, naming it, once more of it is read than the longest line.
+                self.line_number += in_chunk
+                raise _too_long(self.line_number + 1, limit)
+            # A line longer than what was read: read more at a time (no rescans of a huge line),
+            # but never past the longest line.
+            read_size = min(read_size * 2, limit + 1 - (inp.end - pos)) if need_more and not taken else READ_FILE_BYTES
             if event == _FILL_TOO_LARGE:
                 if not plain or interactive:
                     # send's line; or send_values' calls of one line each: the lines before it
@@ -279,8 +327,16 @@ class ProduceLoop:
     def _send_plain(self, lines: Iterator[bytes], chunk_lines: int) -> None:
         send_values, topic, partition = self.producer.send_values, self.topic, self.partition
         while True:
-            chunk = [line[:-2] if line[-2:] == b"\r\n" else line[:-1] if line[-1:] in (b"\n", b"\r") else line
-                     for line in itertools.islice(lines, chunk_lines)]
+            chunk: list[bytes] = []
+            try:
+                chunk.extend(line[:-2] if line[-2:] == b"\r\n" else line[:-1] if line[-1:] in (b"\n", b"\r") else line
+                             for line in itertools.islice(lines, chunk_lines))
+            except _LineTooLong:
+                # The lines read before it go, as on the native path (which holds them already).
+                if chunk:
+                    send_values(topic, chunk, partition)
+                    self.line_number += len(chunk)
+                raise _too_long(self.line_number + 1, line_limit(self.producer)) from None
             if not chunk:
                 return
             send_values(topic, chunk, partition)
@@ -301,6 +357,8 @@ class ProduceLoop:
                 p = partition if partition is not None else (None if repartition else rec.partition)
                 hdrs = rec.headers + static if static else rec.headers
                 send(topic, rec.value, rec.key, hdrs or None, p, rec.timestamp)
+        except _LineTooLong:
+            raise _too_long(number + 1, line_limit(self.producer)) from None
         finally:
             self.line_number = number
 
