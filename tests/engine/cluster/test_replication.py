@@ -449,6 +449,7 @@ def test_a_catch_up_starts_writeback_behind_its_fetches_and_copies_the_bytes(tmp
     for i in range(40):
         w.append(TP, batch(*[b"%d-%d" % (i, j) * 30 for j in range(20)]), acks=1)
     w.flush()
+    started.clear()  # that flush started the leader's writeback (its own test, below)
     w.fetcher.fetch_max_bytes = 10_000  # several fetches
     change = brokers.start_broker(dd, 2, writer=w)
     (catch,) = change.replication.catch_ups
@@ -461,3 +462,27 @@ def test_a_catch_up_starts_writeback_behind_its_fetches_and_copies_the_bytes(tmp
         assert p + n == q
     end = replica(w, 2).active_segment.size
     assert end - 4096 - 4096 < started[-1][0] + started[-1][1] <= end - 4096
+
+
+@pytest.mark.parametrize("replicas,configs,started", [
+    ((1, 2, 3), {}, True),  # followers fetch before the fsync: the leader's writeback starts first
+    ((1,), {}, False),  # no followers: the fsync follows at once
+    ((1, 2, 3), {"plog.fsync.on.produce": "false"}, False),  # no fsync this round: nothing to start
+])
+def test_a_flush_starts_the_leaders_writeback_before_the_fetches(tmp_path, monkeypatch, replicas, configs, started):
+    from plog.engine.storage import file_records
+
+    calls = []
+    fetched_before = []
+    monkeypatch.setattr(file_records, "start_writeback", lambda fd, position, size: calls.append((position, size)))
+    dd, w, _ = cluster(tmp_path, replicas, configs=configs)
+    leader = w.append(("t", 0), batch(b"a", b"b")).last_offset
+    original = w._replicate_dirty
+    monkeypatch.setattr(w, "_replicate_dirty", lambda: (fetched_before.append(list(calls)), original()))
+    w.flush()
+    size = w.leader_log(("t", 0))[0].active_segment.size
+    assert calls == ([(0, size)] if started else [])
+    assert fetched_before == [calls]  # started before the followers fetched
+    assert leader == 1
+    for b in replicas:  # and the round as durable and replicated as before
+        assert values(w.replica_log(("t", 0), b)) == [b"a", b"b"]
