@@ -449,7 +449,6 @@ def test_a_catch_up_starts_writeback_behind_its_fetches_and_copies_the_bytes(tmp
     for i in range(40):
         w.append(TP, batch(*[b"%d-%d" % (i, j) * 30 for j in range(20)]), acks=1)
     w.flush()
-    started.clear()  # that flush started the leader's writeback (its own test, below)
     w.fetcher.fetch_max_bytes = 10_000  # several fetches
     change = brokers.start_broker(dd, 2, writer=w)
     (catch,) = change.replication.catch_ups
@@ -470,11 +469,11 @@ def test_a_catch_up_starts_writeback_behind_its_fetches_and_copies_the_bytes(tmp
     ((1, 2, 3), {"plog.fsync.on.produce": "false"}, False),  # no fsync this round: nothing to start
 ])
 def test_a_flush_starts_the_leaders_writeback_before_the_fetches(tmp_path, monkeypatch, replicas, configs, started):
-    from plog.engine.storage import file_records
+    from plog.engine.storage import segment as segment_module
 
     calls = []
     fetched_before = []
-    monkeypatch.setattr(file_records, "start_writeback", lambda fd, position, size: calls.append((position, size)))
+    monkeypatch.setattr(segment_module, "start_writeback", lambda fd, position, size: calls.append((position, size)))
     dd, w, _ = cluster(tmp_path, replicas, configs=configs)
     leader = w.append(("t", 0), batch(b"a", b"b")).last_offset
     original = w._replicate_dirty
