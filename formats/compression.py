@@ -483,11 +483,11 @@ def _lz4_header_checksum(descriptor: bytes) -> int:
     return (xxh32(descriptor) >> 8) & 0xFF
 
 
-_LZ4_HEADER = _LZ4_MAGIC + bytes(
-    [_LZ4_FLG, _LZ4_BD, _lz4_header_checksum(bytes([_LZ4_FLG, _LZ4_BD]))]
-)
-# KAFKA-3160: magic 0 data carries the checksum of magic + FLG + BD (0x1a instead of 0x82).
-_LZ4_HEADER_V0 = _LZ4_HEADER[:6] + bytes([_lz4_header_checksum(_LZ4_HEADER[:6])])
+# The frame header plog writes, its HC byte written out (``_lz4_header_checksum(FLG + BD)``,
+# checked by tests/formats/test_compression.py) so that importing this module does not load
+# xxhash. KAFKA-3160: magic 0 data carries the checksum of magic + FLG + BD (0x1a, not 0x82).
+_LZ4_HEADER = _LZ4_MAGIC + bytes([_LZ4_FLG, _LZ4_BD, 0x82])
+_LZ4_HEADER_V0 = _LZ4_HEADER[:6] + b"\x1a"
 
 
 def _lz4_compress(buf: bytes | memoryview, level: int | None, magic: int) -> bytes:

@@ -30,7 +30,8 @@ from plog.engine.storage.producer_state_entry import (
 )
 
 def _log():
-    """The module's logger (logging is imported on first use, for start-up time)."""
+    """The producer state's logger, shared with producer_state.py (logging is imported on
+    first use, for start-up time)."""
     import logging
 
     return logging.getLogger("plog.engine.storage.producer_state")

@@ -69,7 +69,8 @@ from plog.formats.producer_snapshot import ProducerSnapshotEntry, encode_snapsho
 
 from plog.engine.storage.file_names import DELETED_FILE_SUFFIX
 from plog.engine.errors import InvalidTxnStateError, TransactionCoordinatorFencedError
-from plog.engine.storage.producer_append_info import TV_UNKNOWN, AppendOrigin, ProducerAppendInfo
+from plog.engine.storage.producer_append_info import (  # _log: this module's logger, imported late
+    TV_UNKNOWN, AppendOrigin, ProducerAppendInfo, _log)
 from plog.engine.storage.producer_snapshots import (
     delete_snapshot_file,
     list_snapshot_files,
@@ -89,11 +90,6 @@ from plog.engine.storage.producer_state_entry import (
     TxnMetadata,
 )
 
-def _log():
-    """The module's logger (logging is imported on first use, for start-up time)."""
-    import logging
-
-    return logging.getLogger(__name__)
 
 #: ``producer.id.expiration.ms`` default (1 day).
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000

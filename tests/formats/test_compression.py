@@ -817,3 +817,23 @@ def test_limit_is_exact(codec):
 def test_negative_max_size_is_a_caller_error():
     with pytest.raises(ValueError):
         decompress(GZIP, compress(GZIP, b"x"), -1)
+
+
+def test_lz4_frame_headers_carry_their_checksums():
+    """The header bytes written out in compression.py are xxh32's (KAFKA-3160 for magic 0)."""
+    from plog.formats import compression as c
+
+    assert c._LZ4_HEADER[6] == c._lz4_header_checksum(bytes([c._LZ4_FLG, c._LZ4_BD]))
+    assert c._LZ4_HEADER_V0[6] == c._lz4_header_checksum(c._LZ4_HEADER[:6])
+    assert c._LZ4_HEADER[:6] == c._LZ4_HEADER_V0[:6] == c._LZ4_MAGIC + bytes([c._LZ4_FLG, c._LZ4_BD])
+
+
+def test_importing_the_codecs_loads_no_codec_library():
+    """The codec libraries are loaded on first use (start-up time of every command)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import plog.formats.compression; "
+            "print(sorted(m for m in ('xxhash', 'lz4', 'lz4.block', 'snappy', 'zstandard') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
