@@ -5,7 +5,8 @@ Figures (issues 6 and 23), each the median of ``--reps`` repetitions:
 
 * ``produce``: ``plog produce TOPIC --file F --data-dir D`` on a file of ``--records`` lines
   (one value per line: the 100-byte JSON-ish values of ../shared/docs/perf-anchors.md, no
-  key), into a fresh data directory;
+  key), into a fresh data directory whose one-partition topic is made beforehand, untimed, as
+  kcat's topic is made on its broker before kcat is timed (the same starting state for both);
 * ``consume``: ``plog consume TOPIC -e --format jsonl --data-dir D > /dev/null`` of what the
   produce run wrote;
 * ``consume_jsonl`` (the same runs as ``consume``) and ``consume_template``
@@ -318,6 +319,9 @@ def repetition(runs: Runs, src: Path, peer_log: Path, data_py: Path, kcat: KcatP
     """One repetition of every figure (fresh data directories)."""
     shutil.rmtree(runs.data, ignore_errors=True)
     shutil.rmtree(data_py, ignore_errors=True)
+    # The topic exists before the timed run, as kcat's does on its broker (KcatPeer.produce).
+    for path, data in (("native", runs.data), ("python", data_py)):
+        run_plog("topics", "create", TOPIC, "--partitions", "1", "--data-dir", str(data), path=path)
     wall = runs.measure("produce", ["produce", TOPIC, "--file", str(src)], lambda: peer_produce(src, peer_log),
                         "produced")
     runs.measure("produce_python", ["produce", TOPIC, "--file", str(src)], None, "produced", "python", data_py)
