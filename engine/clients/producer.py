@@ -15,8 +15,12 @@ What a record goes through, as in ``KafkaProducer``:
    partition leader and copied to its followers, then every written log is flushed once
    (a group commit) and only then are the records acknowledged.
 
-There is no background thread: ``linger.ms`` is checked when a record is sent, and a caller
-that stops sending calls :meth:`flush` (or ``poll``) to push what lingers. ``acks`` in the
+No sender thread: ``linger.ms`` is checked when a record is sent, and a caller that stops
+sending calls :meth:`flush` (or ``poll``) to push what lingers. With ``hold_lock`` a full
+round's flush runs on the writer's thread while the next round fills, and with replication
+factor 1 while it is appended too (``ClusterWriter.flush_in_background``); a round is still
+acknowledged only after its own fsyncs, in order, and a round appended beside one that fails
+fails with it. ``acks`` in the
 embedded case: every replica is written before a send round returns, and with
 ``plog.fsync.on.produce`` (the default) fsynced too, so ``acks=0``, ``1`` and ``all`` all
 mean "on every replica's disk" and are accepted for compatibility only.
@@ -630,7 +634,12 @@ class Producer:
                 group.append(batch)
         # While a round is in flight, this one's requests are encoded before waiting for it.
         ahead = self._encode_ahead(groups) if self._inflight is not None and self._nat is not None else {}
-        self._await_round()  # (the ready batches stay as they are: a failure here leaves them queued)
+        # And when that round's flush only fsyncs (no followers to fetch it), this one is
+        # appended beside it, and waits for it after (_await_round below): acknowledged in
+        # order, each after its own fsyncs, as before.
+        beside = self._inflight is not None and self._writer is not None and self._writer.appends_beside_flush
+        if not beside:
+            self._await_round()  # (the ready batches stay as they are: a failure here leaves them queued)
         ready, self._ready, self._ready_bytes = self._ready, [], 0
         self._first_linger_ms = None if not self._open else time.monotonic() * 1000
         if not ready:
@@ -658,20 +667,38 @@ class Producer:
                             f"({str(earlier) or type(earlier).__name__})")
                     continue
                 try:
-                    self._append(writer, tp, batches, ahead.get(tp))
+                    if beside:
+                        with writer.beside_flush():
+                            self._append(writer, tp, batches, ahead.get(tp))
+                    else:
+                        self._append(writer, tp, batches, ahead.get(tp))
                 except EngineError as e:
                     failure = e
                     for batch in batches:
                         if batch.base_offset < 0 and batch.error is None:
                             batch.error = e
-            if pipelined and failure is None and self.hold_lock:
+            if beside:
+                # The round before: acknowledged now, or its failure raised (and this round,
+                # appended after it, fails with it below: never acknowledged past a gap).
+                # Then this round's own flush, with no stop between the two: it is in the log
+                # already, so it goes in flight (or is flushed) and a stop surfaces after.
+                with uninterrupted():
+                    self._await_round()
+                    if pipelined and failure is None and self.hold_lock:
+                        self._inflight = (ready, writer.flush_in_background())
+                        return
+                    writer.flush()
+            elif pipelined and failure is None and self.hold_lock:
                 with uninterrupted():  # a round in flight is always awaited (_await_round)
                     self._inflight = (ready, writer.flush_in_background())
                     if own_writer:
                         self._writer = writer
                 return
-            writer.flush()
+            else:
+                writer.flush()
         except BaseException as e:
+            if self._inflight is not None and self._inflight[0] is ready:
+                raise  # a stop that surfaced once this round was in flight: its await settles it
             failure = failure or e
             self._fail(ready, e)
         finally:

@@ -18,6 +18,9 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from contextlib import contextmanager
+from functools import partial
+
 from plog.engine.cluster.metadata import PartitionState, id_list
 from plog.engine.errors import (
     BrokerNotAvailableError,
@@ -80,6 +83,10 @@ class ClusterWriter:
         self._flushing = None
         self._flusher = None  # its thread, made on first use
         self._flusher_ident = None
+        #: The flush in flight only fsyncs and checkpoints below offsets taken when it
+        #: started: appends may run beside it (:meth:`flush_in_background`, :meth:`beside_flush`).
+        self._beside = False
+        self._appending = False  # in a beside_flush block
 
     def _settings(self) -> dict[str, str]:
         from plog.engine.maintenance.runner import engine_settings
@@ -107,6 +114,7 @@ class ClusterWriter:
         need = sorted(set(broker_ids) - set(self._managers))
         if not need:
             return False
+        self._wait_flush()  # an append beside a flush: opening brokers (or closing them all) waits for it
         from plog.engine.storage.descriptor_budget import budget
 
         # Each lock is a descriptor held to the end: refuse now, naming ulimit -n, rather than
@@ -250,6 +258,7 @@ class ClusterWriter:
         lm = self.manager(broker_id)
         log = lm.get_log(tp)
         if log is None:
+            self._wait_flush()  # an append beside a flush: a new log (its manager's checkpoints) waits
             t = self.data_dir.topic(tp.topic)
             log = lm.get_or_create_log(tp, topic_id=uuid.UUID(t.topic_id))
         if not self.data_dir.kafka_log_dir:
@@ -487,12 +496,23 @@ class ClusterWriter:
         # writer flushes and checkpoints it again (no stale high watermark hides records).
         self._dirty.clear()
         acks, self._acks = self._acks, []
+        self._check_acks(acks)
+
+    def _check_acks(self, acks: list, dirty: dict | None = None) -> None:
+        """Fail unless each partition's last ``acks=all`` append of ``acks`` is below its
+        leader's high watermark. ``dirty``: the round's logs, the leader first, checked as
+        they are (a round flushed beside appends looks nothing up: :meth:`_flush_round`)."""
         required_by_tp: dict[TopicPartition, int] = {}
         for tp, required, _ in acks:  # one check per partition: its last acks=all append
             required_by_tp[tp] = max(required, required_by_tp.get(tp, 0))
         for tp, required in required_by_tp.items():
             try:
-                leader, _ = self.leader_log(tp)
+                if dirty is None:
+                    leader, _ = self.leader_log(tp)
+                elif dirty.get(tp) and not dirty[tp][0].closed:
+                    leader = dirty[tp][0]
+                else:
+                    raise LeaderNotAvailableError(f"the leader replica of {tp} was closed")
             except LeaderNotAvailableError as e:
                 raise NotEnoughReplicasAfterAppendError(
                     f"acks=all: {tp} lost its leader before the write was replicated ({e})") from None
@@ -534,17 +554,79 @@ class ClusterWriter:
             from concurrent.futures import ThreadPoolExecutor
 
             self._flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plog-flush")
+        if self._fsyncs_only():
+            # No follower fetches: the high watermarks move now, on this thread, and the round
+            # left to the flush thread is fsyncs below the ends taken here, the checkpoint of
+            # those high watermarks and the acks check. Appends after this one may run beside
+            # it (beside_flush): none of that reads what they change.
+            self._replicate_dirty()
+            dirty, acks = self._dirty, self._acks
+            self._dirty, self._acks = {}, []
+            ends = [(log, log.log_end_offset) for logs in dirty.values() for log in logs if not log.closed]
+            brokers = {log.dir.parent for log, _ in ends}
+            managers = [lm for lm in self._managers.values() if lm.log_dirs[0] in brokers]
+            self._beside = True
+            self._flushing = future = self._flusher.submit(self._flush_round, dirty, acks, ends, managers)
+            return future
         self._flushing = future = self._flusher.submit(self._flush_on_thread)
         return future
+
+    def _fsyncs_only(self) -> bool:
+        """True when this round's flush has nothing to replicate: every partition it wrote
+        has one replica, in a plog data directory (whose high watermarks only a flush moves;
+        in a Kafka log directory each append moves them)."""
+        dd = self.data_dir
+        if dd.kafka_log_dir or self._reordering:
+            return False
+        return all(dd.has_topic(tp.topic) and len(dd.replicas(tp)) == 1 for tp in self._dirty)
 
     def _flush_on_thread(self) -> None:
         self._flusher_ident = threading.get_ident()  # its own calls of this writer do not wait
         self._flush()
 
+    def _flush_round(self, dirty: dict, acks: list, ends: list, managers: list) -> None:
+        """The rest of a round :meth:`flush_in_background` started with nothing to replicate:
+        each log fsynced below the end it had then (its durability policy), its broker's
+        high watermarks checkpointed, its acks checked. A failure gives the round's
+        partitions back to the writer's dirty ones, so the next flush (or the close) does
+        them again."""
+        self._flusher_ident = threading.get_ident()
+        try:
+            self._all_at_once([partial(log.maybe_flush, end) for log, end in ends if not log.closed])
+            self._all_at_once([lm.checkpoint_high_watermarks for lm in managers])
+        except BaseException:
+            for tp, logs in dirty.items():
+                self._dirty.setdefault(tp, logs)
+            raise
+        self._check_acks(acks, dirty)
+
+    @contextmanager
+    def beside_flush(self):
+        """Appends (:meth:`append_batches`, :meth:`leader_log`) in this block run beside the
+        round :meth:`flush_in_background` started, when that round only fsyncs and checkpoints
+        (:attr:`appends_beside_flush`): a producer fills and appends its next round while
+        the disk commits this one. What must open something (a broker's lock, a new log)
+        still waits for the round first."""
+        self._appending = True
+        try:
+            yield self
+        finally:
+            self._appending = False
+
+    @property
+    def appends_beside_flush(self) -> bool:
+        """True while the flush in flight lets appends run beside it (:meth:`beside_flush`)."""
+        return self._flushing is not None and self._beside
+
     def _settle(self) -> None:
         """Wait for the flush :meth:`flush_in_background` started (its outcome stays with
         its future, for the caller that started it). A stop waits for it too: what comes
         next (an append, a close) must not run beside it."""
+        if self._appending and self._beside:
+            return  # an append beside a round that only fsyncs (beside_flush)
+        self._wait_flush()
+
+    def _wait_flush(self) -> None:
         future = self._flushing
         if future is None or threading.get_ident() == self._flusher_ident:
             return
@@ -553,6 +635,7 @@ class ClusterWriter:
         with uninterrupted():
             wait([future])
             self._flushing = None
+            self._beside = False
 
     @whole
     def _all_at_once(self, calls: list) -> None:

@@ -14,12 +14,19 @@ State and invariants:
   returns and the recovery point follows the LEO; otherwise Kafka's ``flush.messages`` /
   ``flush.ms`` decide, and a roll flushes the finished segment.
 
-Not thread-safe: one writer (the ``.lock`` of the log directory) drives a Log at a time.
+Not thread-safe: one writer (the ``.lock`` of the log directory) drives a Log at a time. One
+exception: a :meth:`Log.flush` bounded by an offset may run on another thread beside appends
+(a producer's next round, while this one's fsyncs run: ``ClusterWriter.flush_in_background``).
+A flush and anything that changes the segments (a roll, a truncation, closing) hold the log's
+``_segments_lock``, so the flush never meets a segment half-rolled, truncated or closed; an
+append that does not roll changes only the active segment's end, which a flush bounded below
+it does not read.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +102,9 @@ class Log:
         self._now = time_source or (lambda: int(time.time() * 1000))
         self._unflushed_messages = 0
         self._last_flush_ms = self._now() if last_flush_ms is None else last_flush_ms
+        #: Held by a flush while it walks the segments, and by whatever changes them (see the
+        #: module docstring). Reentrant: a roll flushes the segment it finished.
+        self._segments_lock = threading.RLock()
         self.closed = False
 
     # -- opening ---------------------------------------------------------------------------------
@@ -325,17 +335,19 @@ class Log:
         if flush:
             self._maybe_flush()
 
-    def maybe_flush(self) -> None:
+    def maybe_flush(self, offset: int | None = None) -> None:
         """Apply the durability policy after a group of ``flush=False`` appends:
-        ``plog.fsync.on.produce``, else ``flush.messages`` / ``flush.ms``."""
-        self._maybe_flush()
+        ``plog.fsync.on.produce``, else ``flush.messages`` / ``flush.ms``. ``offset``: what
+        must be durable ends there (a round's end taken before later appends; see
+        :meth:`flush`), default the LEO."""
+        self._maybe_flush(offset)
 
-    def _maybe_flush(self) -> None:
+    def _maybe_flush(self, offset: int | None = None) -> None:
         cfg = self.config
         now = self._now()
         if (cfg.fsync_on_produce or self._unflushed_messages >= cfg.flush_messages
                 or now - self._last_flush_ms >= cfg.flush_ms):
-            self.flush()
+            self.flush(offset)
 
     # -- roll -------------------------------------------------------------------------------------
 
@@ -350,6 +362,10 @@ class Log:
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, LEO)`` (§14)."""
+        with self._segments_lock:
+            return self._roll(expected_next_offset)
+
+    def _roll(self, expected_next_offset: int | None) -> LogSegment:
         self._check_open()
         new_base = max(expected_next_offset or 0, self.log_end_offset)
         active = self.active_segment
@@ -461,29 +477,39 @@ class Log:
                 segment.start_writeback()
 
     def flush(self, offset: int | None = None) -> None:
-        """fsync everything below ``offset`` (default: the LEO); the recovery point moves there."""
-        self._check_open()
-        target = self.log_end_offset if offset is None else offset
-        if target <= self.recovery_point and offset is not None:
-            return
-        for segment in self.segments.values(self.recovery_point, max(target, self.recovery_point + 1)):
-            segment.flush()
-        self.recovery_point = max(self.recovery_point, target)
-        self._unflushed_messages = 0
-        self._last_flush_ms = self._now()
+        """fsync everything below ``offset`` (default: the LEO); the recovery point moves there.
+
+        With ``offset`` it may run beside appends on another thread (module docstring): the
+        bytes below ``offset`` were written before it was taken, so the fsyncs, which start
+        after, cover them; bytes appended meanwhile may be synced too, but the recovery point
+        claims only ``offset``."""
+        with self._segments_lock:
+            self._check_open()
+            target = self.log_end_offset if offset is None else offset
+            if target <= self.recovery_point and offset is not None:
+                return
+            for segment in self.segments.values(self.recovery_point, max(target, self.recovery_point + 1)):
+                segment.flush()
+            self.recovery_point = max(self.recovery_point, target)
+            self._unflushed_messages = 0
+            self._last_flush_ms = self._now()
 
     # -- truncation and deletion -------------------------------------------------------------------
 
     @whole
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every record at or after ``target_offset`` (a follower's truncation)."""
+        with self._segments_lock:
+            return self._truncate_to(target_offset)
+
+    def _truncate_to(self, target_offset: int) -> bool:
         self._check_open()
         if target_offset < 0:
             raise ValueError(f"Cannot truncate partition {self.name} to a negative offset ({target_offset})")
         if target_offset >= self.log_end_offset:
             return False
         if target_offset < self.segments.first.base_offset:
-            self.truncate_fully_and_start_at(target_offset)
+            self._truncate_fully_and_start_at(target_offset)
             return True
         for segment in reversed(self.segments.values(target_offset)):
             if segment.base_offset > target_offset:
@@ -502,6 +528,10 @@ class Log:
     @whole
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
+        with self._segments_lock:
+            self._truncate_fully_and_start_at(new_offset)
+
+    def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         for segment in list(self.segments):
             self.segments.remove(segment.base_offset)
             segment.delete_if_exists()
@@ -534,6 +564,10 @@ class Log:
 
     def close(self) -> None:
         """Kafka's close: snapshot producer state at the LEO, finalise and close segments."""
+        with self._segments_lock:
+            self._close()
+
+    def _close(self) -> None:
         if self.closed:
             return
         if self.writable:

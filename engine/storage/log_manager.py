@@ -482,10 +482,14 @@ class LogManager:
     def checkpoint_high_watermarks(self) -> None:
         """Write only ``replication-offset-checkpoint`` (what readers bound consumption by),
         keeping the values of partitions this manager has not opened."""
+        # Copies of the maps, taken at once: this may run on a writer's flush thread beside
+        # appends (ClusterWriter.flush_in_background), where nothing opens a log, but a
+        # dictionary walked while another thread adds to it would raise.
+        unloaded, logs, dir_of = list(self._unloaded.items()), list(self.logs.items()), dict(self._log_dir_of)
         for log_dir in self.log_dirs:
             old_hw = self._checkpoints.get(log_dir, ({}, {}, {}))[2]
-            hws = {tp: old_hw[tp] for tp, (d, _) in self._unloaded.items() if d == log_dir and tp in old_hw}
-            hws.update({tp: log.high_watermark for tp, log in self.logs.items() if self._log_dir_of[tp] == log_dir})
+            hws = {tp: old_hw[tp] for tp, (d, _) in unloaded if d == log_dir and tp in old_hw}
+            hws.update({tp: log.high_watermark for tp, log in logs if dir_of[tp] == log_dir})
             self._write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, hws)
 
     def abandon(self) -> None:

@@ -1,7 +1,8 @@
 """Pipelined produce rounds: with ``hold_lock``, a full round's flush (fsyncs, checkpoints)
 runs on the writer's thread while the producer fills the next round. Its records are
 acknowledged only once that flush is done, its failure reaches the caller at the next round
-or flush, and nothing else the writer does runs beside it."""
+or flush (and fails the round appended beside it), and nothing else the writer does runs
+beside it but the next round's appends when the round only fsyncs (no followers)."""
 
 from __future__ import annotations
 
@@ -28,20 +29,39 @@ def dd(tmp_path):
     return d
 
 
+def _patch_background_flush(monkeypatch, before=None, after=None):
+    """Call ``before(self)`` and ``after(self)`` around the writer's flushes in the
+    background: a round with followers (``_flush`` off the main thread) and a round that
+    only fsyncs, beside the next appends (``_flush_round``)."""
+    real_flush, real_round = ClusterWriter._flush, ClusterWriter._flush_round
+
+    def around(self, real, *args):
+        if before:
+            before(self)
+        real(self, *args)
+        if after:
+            after(self)
+
+    def flush(self):
+        if threading.current_thread() is threading.main_thread():
+            return real_flush(self)
+        around(self, real_flush)
+
+    monkeypatch.setattr(ClusterWriter, "_flush", flush)
+    monkeypatch.setattr(ClusterWriter, "_flush_round", lambda self, *args: around(self, real_round, *args))
+
+
 @pytest.fixture
 def gated_flush(monkeypatch):
     """The writer's flush waits for ``gate`` when it runs in the background; ``started`` is
     set when it began (a foreground flush is not held)."""
     gate, started = threading.Event(), threading.Event()
-    real = ClusterWriter._flush
 
-    def flush(self):
-        if threading.current_thread() is not threading.main_thread():
-            started.set()
-            assert gate.wait(10)
-        real(self)
+    def hold(_):
+        started.set()
+        assert gate.wait(10)
 
-    monkeypatch.setattr(ClusterWriter, "_flush", flush)
+    _patch_background_flush(monkeypatch, before=hold)
     return gate, started
 
 
@@ -80,27 +100,81 @@ def test_sending_the_next_round_waits_for_the_one_in_flight(dd, gated_flush):
 
 
 def test_a_failed_background_flush_fails_its_round_and_what_follows(dd, monkeypatch):
-    real = ClusterWriter._flush
     calls = []
 
-    def flush(self):
+    def fail_first(self):
         calls.append(threading.current_thread() is threading.main_thread())
-        real(self)
         if len(calls) == 1:
             raise NotEnoughReplicasAfterAppendError("acks=all: the ISR shrank meanwhile")
 
-    monkeypatch.setattr(ClusterWriter, "_flush", flush)
+    _patch_background_flush(monkeypatch, after=fail_first)
     p = Producer(dd, hold_lock=True, **SMALL_ROUNDS)
     first = [p.send("t", v, partition=0) for v in _values(25)]
+    sent = []
     with pytest.raises(NotEnoughReplicasAfterAppendError):
         for v in _values(200, 25):
-            p.send("t", v, partition=0)
+            sent.append(p.send("t", v, partition=0))
     assert calls[0] is False  # the failing flush ran in the background
     failed = [f for f in first if f.done() and isinstance(_error(f), NotEnoughReplicasAfterAppendError)]
     assert failed
+    # The round appended beside the failed one is not acknowledged either: none of the
+    # records after the failure counts, whatever its own flush did.
+    assert p.records_sent == 0
+    assert all(_error(f) is not None for f in sent if f.done())
     # The partition stays failed: later batches to it are not sent (no gap before them).
     with pytest.raises(ProducerError):
         p.close()
+    assert p.records_sent == 0
+
+
+def test_the_next_round_is_appended_beside_a_round_that_only_fsyncs(dd, gated_flush):
+    """RF 1: the next round is in the log while the one before is being fsynced, but neither
+    is acknowledged, nor counted by the recovery point or the high watermark checkpoint
+    (what other processes read up to), before its own flush."""
+    from plog.engine.storage.checkpoints import OffsetCheckpointFile
+
+    gate, started = gated_flush
+    p = Producer(dd, hold_lock=True, **SMALL_ROUNDS)
+    futures = [p.send("t", v, partition=0) for v in _values(25)]
+    assert started.wait(10)
+    writer = p._writer
+    assert writer.appends_beside_flush
+    with writer.beside_flush():
+        log = writer.leader_log(("t", 0))[0]
+    round_end = log.log_end_offset
+    more: list = []
+    sender = threading.Thread(target=lambda: more.extend(p.send("t", v, partition=0) for v in _values(40, 25)))
+    sender.start()
+    deadline = time.monotonic() + 10
+    while log.log_end_offset <= round_end and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert log.log_end_offset > round_end  # appended beside the round in flight...
+    assert not any(f.done() for f in futures) and p.records_sent == 0  # ...and nothing acknowledged
+    assert log.recovery_point <= round_end
+    hw = OffsetCheckpointFile(dd.broker_log_dir(1) / "replication-offset-checkpoint").read()
+    assert all(v <= round_end for v in hw.values())
+    gate.set()
+    sender.join(10)
+    p.flush()
+    assert [f.get().offset for f in futures + more] == list(range(65))
+    p.close()
+
+
+def test_a_round_with_followers_is_not_appended_beside(tmp_path, gated_flush):
+    d = DataDir.init(tmp_path / "d", brokers=3)
+    d.create_topic("t", replica_assignment={0: [1, 2, 3]})
+    gate, started = gated_flush
+    w = d.writer(5)
+    w.append(("t", 0), _batch())
+    w.flush_in_background()
+    assert started.wait(10)
+    assert not w.appends_beside_flush
+    threading.Timer(0.3, gate.set).start()
+    with w.beside_flush():
+        t0 = time.monotonic()
+        w.append_batches(("t", 0), [_batch()])  # the followers' fetches: it waits
+    assert time.monotonic() - t0 >= 0.25
+    w.close()
 
 
 def _error(future):

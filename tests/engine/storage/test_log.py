@@ -205,3 +205,43 @@ def test_truncate_to_and_delete_records(tmp_path, rnd):
     info = log.append_as_leader(producer_batch(2, 5, TS, rnd))
     assert info.first_offset == mid
     log.close()
+
+
+def test_a_flush_bounded_by_an_offset_runs_beside_appends_that_roll(tmp_path, rnd):
+    """A producer's round is fsynced on another thread while the next round is appended
+    (ClusterWriter.flush_in_background): flushes up to an offset taken before the appends
+    meet rolls (the log's segments lock), never fail, and claim only that offset."""
+    import threading
+
+    log = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=16 * 1024, index_interval_bytes=1024,
+                                               fsync_on_produce=False))
+    stop, errors, claims = threading.Event(), [], []
+
+    def flusher():
+        while not stop.is_set():
+            end = log.log_end_offset
+            try:
+                log.flush(end)
+            except Exception as e:  # noqa: BLE001 - the test's finding
+                errors.append(e)
+                return
+            claims.append((end, log.recovery_point))
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    try:
+        for i in range(300):
+            log.append_as_leader(producer_batch(rnd.randint(1, 10), rnd.randint(50, 300), TS + i, rnd), flush=False)
+    finally:
+        stop.set()
+        t.join(10)
+    assert not errors and claims
+    assert len(log.segments) > 5  # it rolled many times beside the flushes
+    assert all(point >= end for end, point in claims)  # each flush's offset became durable...
+    assert log.recovery_point <= log.log_end_offset  # ...and none claimed past the end
+    end = log.log_end_offset
+    log.close()
+    again = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=16 * 1024))
+    assert again.log_end_offset == end
+    assert [r.offset for r in again.read_records()] == list(range(end))
+    again.close()
