@@ -52,6 +52,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from plog.formats import compression as _compression
@@ -623,7 +624,9 @@ class Producer:
         the writer (``hold_lock``), the round's flush runs on the writer's thread and this
         returns, so the caller fills the next round while the disk commits this one. That
         round is acknowledged, or fails, when the next one is sent (or at :meth:`flush`):
-        still never before its fsync."""
+        still never before its fsync. When that flush only fsyncs (replication factor 1:
+        ``ClusterWriter.appends_beside_flush``), the next round is appended before waiting
+        for it, and fails if it failed."""
         # One produce request per partition: its ready batches, in order, in one append.
         groups: dict[TopicPartition, list[_Batch]] = {}
         for batch in self._ready:
@@ -651,32 +654,29 @@ class Producer:
             if own_writer:
                 # The writer re-reads the metadata when it takes its first lock.
                 writer = self.data_dir.writer(self.lock_timeout_s)
-            for tp, batches in groups.items():
-                if failure is not None:
-                    # Nothing after a failed request is written: order within a partition holds.
-                    for batch in batches:
-                        batch.error = ProducerError(f"not sent: an earlier batch failed ({failure})")
-                    continue
-                earlier = self._failed.get(tp)
-                if earlier is not None:
-                    # The same across rounds: a batch of an earlier round to this partition
-                    # failed (or was cut short by Ctrl-C), so these would follow a gap.
-                    for batch in batches:
-                        batch.error = failure = ProducerError(
-                            f"not sent: an earlier batch to {tp.topic}-{tp.partition} failed "
-                            f"({str(earlier) or type(earlier).__name__})")
-                    continue
-                try:
-                    if beside:
-                        with writer.beside_flush():
-                            self._append(writer, tp, batches, ahead.get(tp))
-                    else:
+            with writer.beside_flush() if beside else nullcontext():
+                for tp, batches in groups.items():
+                    if failure is not None:
+                        # Nothing after a failed request is written: order within a partition holds.
+                        for batch in batches:
+                            batch.error = ProducerError(f"not sent: an earlier batch failed ({failure})")
+                        continue
+                    earlier = self._failed.get(tp)
+                    if earlier is not None:
+                        # The same across rounds: a batch of an earlier round to this partition
+                        # failed (or was cut short by Ctrl-C), so these would follow a gap.
+                        for batch in batches:
+                            batch.error = failure = ProducerError(
+                                f"not sent: an earlier batch to {tp.topic}-{tp.partition} failed "
+                                f"({str(earlier) or type(earlier).__name__})")
+                        continue
+                    try:
                         self._append(writer, tp, batches, ahead.get(tp))
-                except EngineError as e:
-                    failure = e
-                    for batch in batches:
-                        if batch.base_offset < 0 and batch.error is None:
-                            batch.error = e
+                    except EngineError as e:
+                        failure = e
+                        for batch in batches:
+                            if batch.base_offset < 0 and batch.error is None:
+                                batch.error = e
             if beside:
                 # The round before: acknowledged now, or its failure raised (and this round,
                 # appended after it, fails with it below: never acknowledged past a gap).

@@ -482,16 +482,9 @@ class ClusterWriter:
             return
         self._start_leaders_writeback()
         self._replicate_dirty()
-        brokers = set()
-        written = []
-        for logs in self._dirty.values():
-            for log in logs:
-                if not log.closed:
-                    written.append(log)
-                    brokers.add(log.dir.parent)
+        written, managers = self._written(self._dirty)
         self._all_at_once([log.maybe_flush for log in written])
-        self._all_at_once([lm.checkpoint_high_watermarks for lm in self._managers.values()
-                           if lm.log_dirs[0] in brokers])
+        self._all_at_once([lm.checkpoint_high_watermarks for lm in managers])
         # Only now: a round interrupted before its checkpoints stays dirty, so closing the
         # writer flushes and checkpoints it again (no stale high watermark hides records).
         self._dirty.clear()
@@ -523,6 +516,19 @@ class ClusterWriter:
                     f"not replicated by every in-sync replica (ISR {id_list(state.isr)}, high watermark "
                     f"{leader.high_watermark}); not acknowledged")
 
+    def _written(self, dirty: dict) -> tuple[list[Log], list[LogManager]]:
+        """The open logs of ``dirty`` and the managers of their broker directories (whose
+        high watermarks a round checkpoints)."""
+        written = [log for logs in dirty.values() for log in logs if not log.closed]
+        brokers = {log.dir.parent for log in written}
+        return written, [lm for lm in self._managers.values() if lm.log_dirs[0] in brokers]
+
+    def _followed(self, tp: TopicPartition) -> bool:
+        """``tp`` has followers to replicate a round to (a plog data directory's topic with
+        more than one replica)."""
+        dd = self.data_dir
+        return not dd.kafka_log_dir and dd.has_topic(tp.topic) and len(dd.replicas(tp)) > 1
+
     def _start_leaders_writeback(self) -> None:
         """Start writing the appended bytes of every replicated partition's leader to disk
         now, while its followers fetch them: the fsync after the fetches then has less left
@@ -531,11 +537,8 @@ class ClusterWriter:
         fsyncs return, as before. Without followers the fsync follows at once, and without
         ``plog.fsync.on.produce`` there is none this round: nothing to gain, or disk bandwidth
         the user chose not to spend yet."""
-        dd = self.data_dir
-        if dd.kafka_log_dir:
-            return  # nothing is replicated there (_replicate_dirty)
         for tp, logs in self._dirty.items():
-            if not logs or not dd.has_topic(tp.topic) or len(dd.replicas(tp)) < 2:
+            if not logs or not self._followed(tp):
                 continue
             leader = logs[0]  # the log this round appended to (append, append_batches, replicate)
             if not leader.closed and leader.config.fsync_on_produce:
@@ -562,9 +565,8 @@ class ClusterWriter:
             self._replicate_dirty()
             dirty, acks = self._dirty, self._acks
             self._dirty, self._acks = {}, []
-            ends = [(log, log.log_end_offset) for logs in dirty.values() for log in logs if not log.closed]
-            brokers = {log.dir.parent for log, _ in ends}
-            managers = [lm for lm in self._managers.values() if lm.log_dirs[0] in brokers]
+            written, managers = self._written(dirty)
+            ends = [(log, log.log_end_offset) for log in written]
             self._beside = True
             self._flushing = future = self._flusher.submit(self._flush_round, dirty, acks, ends, managers)
             return future
@@ -575,10 +577,9 @@ class ClusterWriter:
         """True when this round's flush has nothing to replicate: every partition it wrote
         has one replica, in a plog data directory (whose high watermarks only a flush moves;
         in a Kafka log directory each append moves them)."""
-        dd = self.data_dir
-        if dd.kafka_log_dir or self._reordering:
+        if self.data_dir.kafka_log_dir or self._reordering:
             return False
-        return all(dd.has_topic(tp.topic) and len(dd.replicas(tp)) == 1 for tp in self._dirty)
+        return not any(self._followed(tp) for tp in self._dirty)
 
     def _flush_on_thread(self) -> None:
         self._flusher_ident = threading.get_ident()  # its own calls of this writer do not wait
@@ -621,7 +622,9 @@ class ClusterWriter:
     def _settle(self) -> None:
         """Wait for the flush :meth:`flush_in_background` started (its outcome stays with
         its future, for the caller that started it). A stop waits for it too: what comes
-        next (an append, a close) must not run beside it."""
+        next (an append, a close) must not run beside it, but for appends in a
+        :meth:`beside_flush` block while that flush only fsyncs (which :meth:`_wait_flush`
+        still makes wait where they would open something)."""
         if self._appending and self._beside:
             return  # an append beside a round that only fsyncs (beside_flush)
         self._wait_flush()

@@ -511,7 +511,21 @@ class AbstractIndex:
         entries = self._entries
         if done is not None and entries == done:
             return
-        if self._mm is None:
+        # One read of the map: on a writer's flush thread, the thread appending beside it may
+        # evict it meanwhile (closed, or None), and then the fsync below does the same work.
+        mm = self._mm
+        synced = False
+        if mm is not None:
+            try:
+                if done is None or entries < done:
+                    mm.flush()
+                else:
+                    start = (done * size) // mmap.PAGESIZE * mmap.PAGESIZE
+                    mm.flush(start, entries * size - start)
+                synced = True
+            except ValueError:
+                pass  # closed by an eviction since it was read: as evicted
+        if not synced:
             # Evicted: the entries the old map stored are dirty pages of the file, which an
             # fsync writes as an msync of the map would have (it is one on Linux).
             fd = open_fd(self.path, os.O_RDWR, keep=self)
@@ -519,11 +533,6 @@ class AbstractIndex:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        elif done is None or entries < done:
-            self._mm.flush()
-        else:
-            start = (done * size) // mmap.PAGESIZE * mmap.PAGESIZE
-            self._mm.flush(start, entries * size - start)
         self._flushed_entries = entries
 
     def _sanity_ends(self, length: int, first: bytes | None, last: bytes | None,

@@ -25,7 +25,10 @@ Invariants:
 * the holder evicted is the least recently used one; never the one being admitted or
   touched, and only one last used by the calling thread (so a thread never closes a
   descriptor another thread is in the middle of using: the engine's objects are used from
-  one thread at a time, and distinct objects from distinct threads stay independent);
+  one thread at a time, and distinct objects from distinct threads stay independent); the
+  one object two threads use at once, a segment's ``.log`` fsynced by a writer's flush thread
+  while the next round is appended, is never evicted during :meth:`ReopenableFile.fsync`
+  (and an index map evicted under that thread's flush is fsynced through the file instead);
 * eviction takes place under the budget's lock, and a holder's :meth:`DescriptorBudget.touch`
   succeeds only while it is registered: once touched, a holder's descriptor stays valid
   until the same thread admits another holder;
@@ -400,13 +403,14 @@ class ReopenableFile:
     Closed for good by :meth:`close` (idempotent); :attr:`fd` then raises ``ValueError``.
     """
 
-    __slots__ = ("path", "stat", "_flags", "_fd", "_closed", "__weakref__")
+    __slots__ = ("path", "stat", "_flags", "_fd", "_closed", "_syncing", "__weakref__")
 
     def __init__(self, path: str | os.PathLike, flags: int, mode: int = 0o666):
         self.path = os.fspath(path)
         self._flags = flags & _REOPEN_MASK
         self._closed = False
         self._fd = -1
+        self._syncing = 0  # fsyncs running (fsync): the descriptor is not evicted meanwhile
         b = budget()
         b.admit(self, 1, 0)
         fd = -1
@@ -460,7 +464,20 @@ class ReopenableFile:
         self._fd = fd
         return fd
 
+    def fsync(self) -> None:
+        """fsync the file. Safe on a thread beside one that opens other budgeted files (a
+        writer's flush thread beside the next appends): while the call runs the budget does
+        not close the descriptor (:meth:`_budget_evict` says "in use"), so the number is not
+        closed, nor reused for another file, between fetching it and the system call."""
+        self._syncing += 1
+        try:
+            os.fsync(self.fd)
+        finally:
+            self._syncing -= 1
+
     def _budget_evict(self) -> bool:
+        if self._syncing:
+            return False  # in use by an fsync on another thread (fsync)
         fd, self._fd = self._fd, -1
         if fd >= 0:
             os.close(fd)

@@ -18,9 +18,10 @@ Not thread-safe: one writer (the ``.lock`` of the log directory) drives a Log at
 exception: a :meth:`Log.flush` bounded by an offset may run on another thread beside appends
 (a producer's next round, while this one's fsyncs run: ``ClusterWriter.flush_in_background``).
 A flush and anything that changes the segments (a roll, a truncation, closing) hold the log's
-``_segments_lock``, so the flush never meets a segment half-rolled, truncated or closed; an
-append that does not roll changes only the active segment's end, which a flush bounded below
-it does not read.
+``_segments_lock``, so the flush never meets a segment half-rolled, truncated or closed. An
+append that does not roll only writes past the active segment's end and adds index entries:
+the flush fsyncs the segment's file (which covers every byte written before it) and msyncs
+the index entries it counts, so what it claims, the offset it was given, is durable.
 """
 
 from __future__ import annotations

@@ -578,7 +578,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the log and flush all indexes."""
-        os.fsync(self._fd)
+        self._file.fsync()
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()

@@ -189,6 +189,45 @@ def test_a_reopened_file_must_be_the_same_file(tmp_path, small_budget):
         f.fd
 
 
+def test_a_file_being_fsynced_is_not_closed_by_the_budget(tmp_path, small_budget, monkeypatch):
+    """A writer's flush thread fsyncs a segment while the thread appending beside it opens
+    other files: the descriptor it fsyncs is not closed (or its number reused) under it."""
+    small_budget(MIN_WORKING_SET)
+    f = ReopenableFile(tmp_path / "a.log", os.O_RDWR | os.O_CREAT)
+    real_fsync, seen = os.fsync, []
+
+    def fsync(fd):
+        _filler(tmp_path, MIN_WORKING_SET)  # as another thread's opens, mid-call
+        seen.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    f.fsync()
+    assert seen == [str(tmp_path / "a.log")]  # the same file, still open, when the call ran
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    _filler(tmp_path, MIN_WORKING_SET)
+    assert _open_descriptors_on(tmp_path / "a.log") == 0  # evictable again once it returned
+    f.close()
+
+
+def test_an_index_evicted_during_its_flush_is_synced_all_the_same(tmp_path, small_budget, monkeypatch):
+    """The map an index flush read was closed by an eviction before its msync (the thread
+    appending beside a flush): the flush fsyncs the file instead, and says it is flushed."""
+    idx = OffsetIndex(tmp_path / "00000000000000000000.index", 0, max_index_size=4096)
+    idx.append(1, 0)
+    idx.append(2, 100)
+    mm = idx._mm
+    mm.close()  # what _budget_evict does, after the flush read it
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    idx.flush()
+    assert synced and idx._flushed_entries == 2
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    idx._mm = None
+    idx.close()
+
+
 def test_suspended_readers_of_many_files_stay_within_the_budget(tmp_path, small_budget):
     """Readers left between two batches (a consumer of many partitions) hold their descriptors
     only while there is room; each reads its file to the end all the same."""
