@@ -381,14 +381,10 @@ class DataDir(TopicAdmin):
         # The log start offset may sit above the first segment (DeleteRecords, retention in
         # progress): the broker directory's checkpoint says so, and the loader takes the larger.
         checkpoints = read_checkpoints(path.parent)
-        log = Log.open(path, self.topic_config(tp.topic), writable=False,
+        # A writer may trim the indexes while this view opens and reads them (roll, close):
+        # copies, from the load on, never maps.
+        log = Log.open(path, self.topic_config(tp.topic), writable=False, live_reader=True,
                        log_start_offset=checkpoints.log_starts.get(tp, 0))
-        for segment in log.segments:
-            # A writer may trim these indexes while this view is open (roll, close).
-            for index in (segment.offset_index, segment.time_index):
-                index.live_reader = True
-                if index._loaded:
-                    index._forget()
         if not self.kafka_log_dir:
             # Consumers see only what the ISR has: the high watermark the replica's broker
             # directory checkpointed (written at every produce round). A plain Kafka log

@@ -245,12 +245,15 @@ def startup_recovery(base_offsets: Iterable[int], file_reasons: dict[int, list[s
 def load(directory: Path, config: LogConfig, *, log_start_offset: int = 0, recovery_point: int = 0,
          had_clean_shutdown: bool = True, writable: bool = True, time_source=None,
          force_recovery: Iterable[int] = (), progress: Callable[[int], None] | None = None,
-         prevalidated: Mapping[int, object] | None = None) -> LoadedLog:
+         prevalidated: Mapping[int, object] | None = None, live_reader: bool = False) -> LoadedLog:
     """Open ``directory`` as Kafka's broker does at start-up; see the module docstring.
     ``Log`` builds itself from what this returns (``plog.engine.storage.log.load_log``).
 
     ``writable=False`` opens without changing anything on disk (no recovery, no
-    deletions, no index resizing): what the offline inspection commands need.
+    deletions, no index resizing): what the offline inspection commands need. With
+    ``live_reader`` too, a view of a directory a writer may be using (a consumer's): its
+    indexes are read as copies from the start, as the load itself reads them (a writer trims
+    a mapped index under it at roll and close, which would fault).
     ``force_recovery``: base offsets of segments to recover in pass 6 whatever the
     shutdown was (``plog recover`` asks this for segments with a zero-filled index);
     bases with no segment are ignored. ``progress(nbytes)`` is called with each recovered
@@ -264,7 +267,7 @@ def load(directory: Path, config: LogConfig, *, log_start_offset: int = 0, recov
     for _round in range(MAX_SPLIT_ROUNDS):
         try:
             return _load(directory, config, log_start_offset, recovery_point, had_clean_shutdown, writable, now,
-                         report, forced, progress, prevalidated or {})
+                         report, forced, progress, prevalidated or {}, live_reader)
         except OffsetOverflowError as e:
             if not writable:
                 raise
@@ -273,11 +276,11 @@ def load(directory: Path, config: LogConfig, *, log_start_offset: int = 0, recov
 
 
 def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, clean, writable, now, report,
-          forced=frozenset(), progress=None, prevalidated=None) -> LoadedLog:
+          forced=frozenset(), progress=None, prevalidated=None, live_reader=False) -> LoadedLog:
     if writable:
         directory.mkdir(parents=True, exist_ok=True)
         _complete_swaps_and_remove_temp_files(directory, config, report, now)
-    segments, file_reasons = _open_segments(directory, config, writable, now, report, forced)
+    segments, file_reasons = _open_segments(directory, config, writable, now, report, forced, live_reader)
     loaded = LoadedLog(directory, config, segments, log_start_offset=log_start_checkpoint,
                        recovery_point=recovery_point_checkpoint, log_end_offset=0,
                        producer_state=ProducerStateManager(directory) if writable else None,
@@ -315,7 +318,7 @@ def _load(directory, config, log_start_checkpoint, recovery_point_checkpoint, cl
 
 
 def _open_segments(directory: Path, config: LogConfig, writable: bool, now, report: LoadReport,
-                   forced: frozenset) -> tuple[LogSegments, dict[int, list[str]]]:
+                   forced: frozenset, live_reader: bool = False) -> tuple[LogSegments, dict[int, list[str]]]:
     """Pass 5: delete orphan indexes, open every segment, and say which ones a start-up
     recovers whatever the shutdown was (``{base offset: reasons}``)."""
     segments = LogSegments()
@@ -328,7 +331,8 @@ def _open_segments(directory: Path, config: LogConfig, writable: bool, now, repo
             report.actions.append(f"deleted orphan index {name}")
     for name in log_file_names(names):
         base = file_offset(name)
-        segment = LogSegment.open(directory, base, config, writable=writable, time_source=now)
+        segment = LogSegment.open(directory, base, config, writable=writable, live_reader=live_reader,
+                                  time_source=now)
         has_index = segment.offset_index.path.exists()
         if not has_index:
             report.actions.append(f"{name}: no offset index, will rebuild")

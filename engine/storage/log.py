@@ -113,11 +113,12 @@ class Log:
     @classmethod
     def open(cls, directory: str | os.PathLike, config: LogConfig | None = None, *, log_start_offset: int = 0,
              recovery_point: int = 0, had_clean_shutdown: bool = True, writable: bool = True,
-             time_source=None) -> "Log":
-        """Open (and if needed recover) the partition at ``directory``; see ``loader``."""
+             live_reader: bool = False, time_source=None) -> "Log":
+        """Open (and if needed recover) the partition at ``directory``; see ``loader``
+        (``live_reader``: a read-only view of a directory a writer may be using)."""
         return load_log(Path(directory), config or LogConfig(), log_start_offset=log_start_offset,
                         recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown, writable=writable,
-                        time_source=time_source)
+                        live_reader=live_reader, time_source=time_source)
 
     @classmethod
     def from_loaded(cls, loaded: LoadedLog) -> "Log":

@@ -139,6 +139,7 @@ class LogSegment:
         preallocate: bool = False,
         init_file_size: int = 0,
         writable: bool = True,
+        live_reader: bool = False,
         time_source=None,
     ):
         self.dir = Path(directory)
@@ -152,6 +153,10 @@ class LogSegment:
                                         max_index_size, writable=writable)
         self.time_index = TimeIndex(time_index_file_name(self.dir, base_offset, file_suffix), base_offset,
                                     max_index_size, writable=writable)
+        # A read-only view of a directory a writer may be using: its indexes are copies, never
+        # maps, from their first use (a writer trims them at roll and close; see
+        # abstract_index's live_reader).
+        self.offset_index.live_reader = self.time_index.live_reader = live_reader and not writable
         self.txn_index = TransactionIndex(txn_index_file_name(self.dir, base_offset, file_suffix), base_offset)
         existed = self.log_path.exists()
         flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
@@ -171,7 +176,7 @@ class LogSegment:
 
     @classmethod
     def open(cls, directory, base_offset: int, config, *, file_suffix: str = "", writable: bool = True,
-             time_source=None) -> "LogSegment":
+             live_reader: bool = False, time_source=None) -> "LogSegment":
         """Open or create the segment at ``base_offset`` with ``config`` (a LogConfig)."""
         jitter = 0
         if config.segment_jitter_ms > 0:
@@ -179,7 +184,7 @@ class LogSegment:
         return cls(directory, base_offset, index_interval_bytes=config.index_interval_bytes,
                    max_index_size=config.segment_index_bytes, rolling_jitter_ms=jitter, file_suffix=file_suffix,
                    preallocate=config.preallocate, init_file_size=config.segment_bytes, writable=writable,
-                   time_source=time_source)
+                   live_reader=live_reader, time_source=time_source)
 
     @property
     def _fd(self) -> int:

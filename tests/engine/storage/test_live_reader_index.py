@@ -38,3 +38,39 @@ def test_a_trimmed_index_under_a_live_reader_reads_without_fault(tmp_path, entri
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     last = 100 + 10 * (entries - 1) if entries else 100
     assert proc.stdout.split() == [str(last), str(last)]
+
+
+def test_a_consumers_view_maps_no_index_from_its_load_on(tmp_path, monkeypatch):
+    """``DataDir.open_reader`` (a consumer's view) reads every index as a copy, including
+    the reads its own load makes (the log end offset, from the active segment's index): a
+    map taken during the load faulted when the writer trimmed the index before the load's
+    lookup (a consumer process killed by SIGBUS while another process produced)."""
+    import mmap
+
+    from plog.engine.cluster.data_dir import DataDir
+    from plog.engine.storage import abstract_index
+    from plog.formats.record_batch import encode_batch
+
+    dd = DataDir.init(tmp_path / "d", brokers=1)
+    dd.create_topic("t", replica_assignment={0: [1]}, configs={"index.interval.bytes": "1"})
+    w = dd.writer(5)
+    for i in range(20):  # a live writer: its active index preallocated, entries in it
+        w.append(("t", 0), encode_batch([(0, 1_700_000_000_000 + i, None, b"v%d" % i)]))
+    w.flush()
+    maps = []
+
+    class Recording(mmap.mmap):
+        def __new__(cls, fd, length, *args, **kwargs):
+            maps.append(length)
+            return super().__new__(cls, fd, length, *args, **kwargs)
+
+    monkeypatch.setattr(abstract_index.mmap, "mmap", Recording)
+    view = dd.open_reader(("t", 0))
+    try:
+        assert view.log_end_offset == 20
+        assert view.active_segment.translate_offset(7).offset == 7
+        assert maps == []  # copies only, from the load on
+    finally:
+        view.close()
+        monkeypatch.undo()
+        w.close()
