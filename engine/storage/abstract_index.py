@@ -42,8 +42,11 @@ the old map wrote with ``fsync``: the pages stay dirty in the page cache after a
 Read-only indexes (``writable=False``: a reader of a log directory a writer may be using)
 map the file read-only, never create, resize, trim or write it, and raise
 :class:`ReadOnlyIndexError` for mutations. A missing file raises ``FileNotFoundError`` on
-first use, not at construction. A view that follows a live writer (``live_reader``) maps
-only up to the zero-filled tail (:func:`~plog.engine.storage.index_file.preallocated_prefix`).
+first use, not at construction. A view that follows a live writer (``live_reader``, set
+from construction: ``LogSegment(live_reader=True)``, a consumer's ``DataDir.open_reader``)
+holds a ``pread`` copy of the entries before the zero-filled tail
+(:func:`~plog.engine.storage.index_file.preallocated_prefix`) instead of a map, so a writer
+trimming the file cannot fault it (:func:`_snapshot`).
 Lookups on either kind run the search of :mod:`plog.formats.indexes`, as the pread reader does.
 
 File descriptors: like Kafka (which closes its ``RandomAccessFile`` right after mapping),
