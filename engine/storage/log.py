@@ -484,7 +484,7 @@ class Log:
         With ``offset`` it may run beside appends on another thread (module docstring): the
         bytes below ``offset`` were written before it was taken, so the fsyncs, which start
         after, cover them; bytes appended meanwhile may be synced too, but the recovery point
-        claims only ``offset``."""
+        claims only ``offset``, and the messages past it still count towards ``flush.messages``."""
         with self._segments_lock:
             self._check_open()
             target = self.log_end_offset if offset is None else offset
@@ -493,7 +493,9 @@ class Log:
             for segment in self.segments.values(self.recovery_point, max(target, self.recovery_point + 1)):
                 segment.flush()
             self.recovery_point = max(self.recovery_point, target)
-            self._unflushed_messages = 0
+            # Appends beside this flush (past ``target``) are not the ones it made durable: they
+            # stay counted, or a flush.messages policy would wait for as many again.
+            self._unflushed_messages = max(0, self.log_end_offset - target)
             self._last_flush_ms = self._now()
 
     # -- truncation and deletion -------------------------------------------------------------------

@@ -245,3 +245,19 @@ def test_a_flush_bounded_by_an_offset_runs_beside_appends_that_roll(tmp_path, rn
     assert again.log_end_offset == end
     assert [r.offset for r in again.read_records()] == list(range(end))
     again.close()
+
+
+def test_messages_appended_past_a_bounded_flush_still_count_for_flush_messages(tmp_path, rnd):
+    """flush.messages after a flush bounded by an offset (a round fsynced while the next one
+    is appended): the messages past that offset are still unflushed, so the policy fsyncs
+    once they and the next appends reach flush.messages, not as many again later."""
+    log = Log.open(tmp_path / "p-0", LogConfig(fsync_on_produce=False, flush_messages=10))
+    log.append_as_leader(producer_batch(8, 50, TS, rnd), flush=False)
+    end = log.log_end_offset  # the round's end, taken when its flush starts
+    log.append_as_leader(producer_batch(4, 50, TS, rnd), flush=False)  # the next round, beside it
+    log.flush(end)
+    assert log.recovery_point == end
+    log.append_as_leader(producer_batch(6, 50, TS, rnd), flush=False)  # 4 + 6 unflushed: the policy's 10
+    log.maybe_flush()
+    assert log.recovery_point == log.log_end_offset == 18
+    log.close()
