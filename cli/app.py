@@ -1,11 +1,12 @@
-"""The ``plog`` root command and the CLI's one error boundary.
+"""The ``plog`` root command, and :func:`main`, which runs it.
 
 Every command module registers on :data:`app` when it is imported (``cli/main.py``
 imports them all; the console script, ``cli/entry.py``, only the one being run).
-:func:`main` runs the app and translates typed errors into one-line messages and exit
-codes (``exit_codes.ExitCode``) in this one place: a command that ran to its end returns an
-``exit_codes.Outcome`` (:func:`_outcome`), an error says its kind (:func:`exit_code_of`);
-no command chooses a number. Heavy modules (the engine, Rich,
+:func:`main` runs the app inside the CLI's one error boundary (``cli/boundary.py``), which
+turns typed errors into one-line messages and exit codes (``exit_codes.ExitCode``); Click's
+own outcomes (usage errors, ``typer.Exit``) are translated here, inside it. A command that
+ran to its end returns an ``exit_codes.Outcome`` (:func:`_outcome`), an error says its kind
+(``boundary.exit_code_of``); no command chooses a number. Heavy modules (the engine, Rich,
 pyspark) are imported inside the commands that need them, so start-up stays short.
 """
 
@@ -13,13 +14,13 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import typer
 
 from plog import __version__
 
-from .exit_codes import EPILOG, KIND_EXIT_CODES, OUTCOME_EXIT_CODES, ExitCode, Outcome
+from .boundary import exit_code_of, interrupted, one_line, silence_stdout  # noqa: F401 (one_line, exit_code_of: re-exported)
+from .exit_codes import EPILOG, OUTCOME_EXIT_CODES, ExitCode, Outcome
 from .registry import COMMAND_MODULES
 
 
@@ -90,60 +91,38 @@ def root(
         os.environ["NO_COLOR"] = "1"
 
 
-# What the root options set for the length of one run (the commands' options and worker
-# processes read them); put back afterwards, so an embedding process (the tests call main()
-# in-process) does not inherit `plog --quiet` from an earlier call.
-_RUN_ENV = ("PLOG_DEBUG", "PLOG_QUIET", "PLOG_VERBOSE", "NO_COLOR")
-
-
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the app, turn errors into exit codes."""
-    from .signals import handle_sigterm, restore
+    """Console-script entry point: run the app, turn errors into exit codes (``cli/boundary.py``).
+    A plain run (``cli/plain.py``: ``plog produce`` with options it reads as Click would) skips
+    Typer; anything else is Click's to parse."""
+    from . import boundary
+    from .plain import plain_command
 
-    saved = {k: os.environ.get(k) for k in _RUN_ENV}
-    started = time.monotonic()
-    # SIGTERM stops the command as Ctrl-C does (cli/signals.py), for every command at once.
-    previous_sigterm = handle_sigterm()
-    try:
-        _run(argv)
-    finally:
-        _verbose_summary(argv if argv is not None else sys.argv[1:], started)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        restore(previous_sigterm)
+    args = sys.argv[1:] if argv is None else list(argv)
+    command = plain_command(args)
+    boundary.run(args, command if command is not None else lambda: run_click(argv))
 
 
-def _run(argv: list[str] | None) -> None:
-    # The one root of every typed error (formats, engine, Spark, CLI): formats is the
-    # lowest layer, so it defines it, and importing it costs nothing at start-up.
-    from plog.formats.errors import PlogError
-
+def run_click(argv: list[str] | None) -> None:
+    """The app, with Click's own outcomes translated (``typer.Exit``, usage errors); the rest
+    goes to :func:`boundary.guarded` around it."""
     try:
         # Without standalone mode Click returns (not raises) the code of a typer.Exit.
         code = _command()(args=argv, prog_name="plog", standalone_mode=False)
         if code == ExitCode.INTERRUPTED:
             # Typer turns a KeyboardInterrupt raised by a command into Exit(130) and returns
             # the code; no command raises Exit(130) itself, so this is Ctrl-C or SIGTERM
-            # (signals.Terminated is a KeyboardInterrupt; _interrupted tells them apart).
-            _interrupted()
+            # (signals.Terminated is a KeyboardInterrupt; boundary.interrupted tells them apart).
+            interrupted()
         if isinstance(code, int) and code != 0:
             sys.exit(code)
-    except KeyboardInterrupt:
-        _interrupted()
     except SystemExit as e:
         # Typer answers a BrokenPipeError (`plog dump ... | head`) with sys.exit(1), after
         # wrapping stdout in Click's PacifyFlushWrapper: the reader went away, not an error.
         if e.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
-            _silence_stdout()
+            silence_stdout()
             sys.exit(ExitCode.OK)
         raise
-    except BrokenPipeError:
-        # `plog dump ... | head`: the reader went away; that is not an error.
-        _silence_stdout()
-        sys.exit(ExitCode.OK)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:
@@ -160,35 +139,6 @@ def _run(argv: list[str] | None) -> None:
             sys.exit(ExitCode.USAGE)
         e.show()
         sys.exit(e.exit_code)
-    except (PlogError, OSError) as e:
-        if os.environ.get("PLOG_DEBUG"):
-            raise
-        print(f"plog: error: {one_line(e)}", file=sys.stderr)
-        sys.exit(exit_code_of(e))
-    except Exception as e:  # a bug: still one line, the traceback with --debug
-        if os.environ.get("PLOG_DEBUG"):
-            raise
-        print(f"plog: internal error: {type(e).__name__}: {one_line(e)} (run with --debug for a traceback)",
-              file=sys.stderr)
-        sys.exit(ExitCode.ERROR)
-
-
-def exit_code_of(error: BaseException) -> int:
-    """The exit status of a run that ends with ``error``: its ``kind``
-    (``PlogError.kind``) in :data:`exit_codes.KIND_EXIT_CODES` (a usage error is 2); an
-    error that rewords another (``like``: produce's "... (N records before it)") exits as
-    that one. An ``exit_code`` an error class sets itself (code written before kinds, which
-    a library user may still have) wins over the default kind; anything else exits 1."""
-    like = getattr(error, "like", None)
-    if isinstance(like, BaseException):
-        return exit_code_of(like)
-    code = getattr(error, "exit_code", None)
-    if isinstance(code, int):
-        return code
-    kind = getattr(error, "kind", None)
-    if isinstance(kind, str) and kind in KIND_EXIT_CODES:
-        return KIND_EXIT_CODES[kind]
-    return ExitCode.ERROR
 
 
 def _hint_for_command(ctx, hint: str) -> str:
@@ -246,99 +196,9 @@ def _command():
     return root
 
 
-def _verbose_summary(argv: list[str], started: float) -> None:
-    """``plog --verbose``: what the run cost, on stderr, however it ended."""
-    if not os.environ.get("PLOG_VERBOSE"):
-        return
-    import resource
-
-    words = [a for a in argv if not a.startswith("-")][:2]
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    wall = time.monotonic() - started
-    rss_mib = max(me.ru_maxrss, kids.ru_maxrss) / 1024  # Linux: KiB
-    try:
-        print(f"plog {' '.join(words)}: {wall:.2f} s wall, {cpu:.2f} s CPU, peak RSS {rss_mib:.0f} MiB",
-              file=sys.stderr)
-    except (OSError, ValueError):
-        pass
-
-
 def _click_exception():
     from typer._click import exceptions  # Typer vendors Click (>= 0.26)
 
     return exceptions.ClickException
 
 
-def _interrupted() -> None:
-    """Ctrl-C: one line on stderr, exit 130; SIGTERM (the same clean stop, cli/signals.py):
-    ``plog: terminated``, exit 143. Output already written stays (it is complete lines of
-    data); a stdout that cannot take the rest is silenced so the interpreter's final flush
-    cannot add a second message."""
-    from .signals import terminated
-
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        _silence_stdout()
-    if terminated():
-        print("plog: terminated", file=sys.stderr)
-        sys.exit(ExitCode.TERMINATED)
-    print("plog: interrupted", file=sys.stderr)
-    sys.exit(ExitCode.INTERRUPTED)
-
-
-def one_line(e: BaseException) -> str:
-    """An error as the one line after ``plog: error:`` (an I/O error as "what: file")."""
-    if isinstance(e, OSError) and e.filename is not None:
-        return f"{e.strerror or e}: {e.filename}"
-    if isinstance(e, OSError) and e.strerror:
-        # No file name: an I/O error on a standard stream (`plog dump ... > /dev/full`) or a
-        # socket/pipe. Name stdout when it is the one that fails.
-        return f"cannot write to standard output: {e.strerror}" if _stdout_failed(e) else e.strerror
-    message = str(e)
-    text = " ".join(message.split())
-    path = getattr(e, "path", None)  # PlogError.path: the file the error is about, when known
-    if isinstance(path, str) and path not in message:
-        # "Found record size -1 smaller than ... (at byte 0)" alone does not say in which file.
-        text = f"{path}: {text}"
-    return text
-
-
-def _stdout_failed(e: OSError) -> bool:
-    """Whether ``e`` (an OSError without a file name) came from stdout: stdout cannot take
-    what is still buffered for it, or ``e`` is "no space" and stdout is /dev/full or a file
-    on a full file system. When it did, stdout is silenced, so the interpreter's final
-    flush cannot print a second error."""
-    import errno
-    import stat
-
-    try:
-        sys.stdout.flush()
-        failed = False
-    except (OSError, ValueError):
-        failed = True
-    if not failed and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        try:
-            st = os.fstat(sys.stdout.fileno())
-            if stat.S_ISCHR(st.st_mode):
-                failed = st.st_rdev == os.stat("/dev/full").st_rdev
-            elif stat.S_ISREG(st.st_mode):
-                vfs = os.fstatvfs(sys.stdout.fileno())
-                failed = vfs.f_bavail == 0 or vfs.f_bfree == 0
-        except (OSError, ValueError):
-            pass
-    if failed:
-        _silence_stdout()
-    return failed
-
-
-def _silence_stdout() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, sys.stdout.fileno())
-        finally:
-            os.close(devnull)
-    except OSError:
-        pass  # no stdout to silence: the interpreter's last flush has nothing to fail on

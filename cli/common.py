@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import typer
+# No Typer import at module level: a plain run (cli/plain.py) uses the helpers below
+# without it; each option factory imports it when a command module is being registered.
 
 DEFAULT_DATA_DIR = "plog-data"  # engine.cluster.DEFAULT_DATA_DIR, without importing the engine
 
@@ -11,6 +12,8 @@ DATA_DIR_HELP = ("Data directory: a plog data directory, or (read-only) a Kafka 
 
 
 def data_dir_option():
+    import typer
+
     return typer.Option(DEFAULT_DATA_DIR, "--data-dir", "-d", envvar="PLOG_DATA_DIR", help=DATA_DIR_HELP,
                         show_default=False)
 
@@ -28,6 +31,8 @@ VERBOSE_ENV = "PLOG_VERBOSE"
 
 def quiet_option(help: str = "No progress bar and no status lines on stderr (also plog --quiet, $PLOG_QUIET)."):
     # The same flag everywhere; `plog --quiet CMD` sets $PLOG_QUIET before CMD's options are parsed.
+    import typer
+
     return typer.Option(False, "--quiet", "-q", envvar=QUIET_ENV, help=help, show_envvar=False)
 
 
@@ -35,11 +40,15 @@ def schemas_option(help: str = "Another data or log directory whose _schemas top
                                 "(repeatable)."):
     """``--schemas PATH``: where Schema Registry payloads find their schemas besides the log's own
     ``_schemas`` (consume, dump, scan)."""
+    import typer
+
     return typer.Option(None, "--schemas", metavar="PATH", help=help)
 
 
 def schema_registry_option(*aliases: str):
     """``--schema-registry URL``: a registry asked for the ids not found on disk."""
+    import typer
+
     return typer.Option(None, "--schema-registry", *aliases, metavar="URL",
                         help="A Schema Registry to ask for ids not found on disk (GET /schemas/ids/ID, cached).")
 
@@ -72,6 +81,8 @@ TOPIC_OPTION_HELP = "The topic, as kcat and Kafka's console tools spell it (inst
 
 def topic_option():
     # The Python name ``name`` makes completions offer topics (command_tree.VALUE_KINDS).
+    import typer
+
     return typer.Option(None, "--topic", "-t", help=TOPIC_OPTION_HELP, show_default=False)
 
 
@@ -88,6 +99,8 @@ def pick_topic(argument: str | None, option: str | None) -> str:
 
 
 def property_option(tool: str, names):
+    import typer
+
     return typer.Option(None, "--property", metavar="NAME=VALUE",
                         help=f"A {tool} property (repeatable): {', '.join(names)}.")
 

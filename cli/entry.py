@@ -1,10 +1,12 @@
 """The ``plog`` console script.
 
-Two shortcuts around building the whole command tree, for start-up time: the completion
+Three shortcuts around building the whole command tree, for start-up time: the completion
 scripts' ``plog completions values KIND`` (at every TAB press) is answered before Typer is
-imported, and a run of one command imports only the module that registers it
-(``registry.command_module``). Everything ends in :func:`plog.cli.app.main`, the CLI's one
-error boundary; ``plog --help``, a mistyped command and the like load the whole tree.
+imported, a plain ``plog produce`` (``cli/plain.py``) runs without Typer at all, and a run of
+one command imports only the module that registers it (``registry.command_module``). All of
+them run inside the CLI's one error boundary (``cli/boundary.py``; Typer's runs through
+:func:`plog.cli.app.main`); ``plog --help``, a mistyped command and the like load the whole
+tree.
 
 The console script is :func:`run`: :func:`main`, then an exit without the interpreter's
 teardown (see :func:`_leave`).
@@ -30,6 +32,15 @@ def main() -> None:
             code = fast_main(args[2:])
             if code is not None:
                 sys.exit(code)
+        from .plain import plain_command
+
+        command = plain_command(args)
+        if command is not None:
+            # A plain run (cli/plain.py): no Typer, no command tree; the same boundary.
+            from .boundary import run as run_in_boundary
+
+            run_in_boundary(args, command)
+            return
         from .registry import command_module
 
         module = command_module(args)
@@ -39,7 +50,7 @@ def main() -> None:
         cli_main()
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM while the command is still being loaded (later ones are handled,
-        # with the same words and codes, by the error boundary in cli/app.py; exit_codes.py
+        # with the same words and codes, by the error boundary in cli/boundary.py; exit_codes.py
         # is not imported here, for start-up time).
         if terminated():
             print("plog: terminated", file=sys.stderr)

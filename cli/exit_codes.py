@@ -1,8 +1,8 @@
 """Exit codes, one table for every command (DESIGN.md, CLI contract).
 
 Commands never choose a number: a command that ran to its end returns an :class:`Outcome`
-(None is OK), an error says its ``kind``; ``cli/app.py`` alone turns both into the exit
-status, through :data:`OUTCOME_EXIT_CODES` and :data:`KIND_EXIT_CODES`.
+(None is OK), an error says its ``kind``; ``cli/app.py`` turns the first and ``cli/boundary.py``
+the second into the exit status, through :data:`OUTCOME_EXIT_CODES` and :data:`KIND_EXIT_CODES`.
 """
 
 from enum import Enum, IntEnum
@@ -42,7 +42,7 @@ OUTCOME_EXIT_CODES = {
 }
 
 #: An error's ``kind`` (``formats.errors.PlogError.kind``, one of ``formats.errors.KINDS``)
-#: -> the exit status; ``cli/app.exit_code_of`` applies it.
+#: -> the exit status; ``cli/boundary.exit_code_of`` applies it.
 KIND_EXIT_CODES = {
     "error": ExitCode.ERROR,
     "usage": ExitCode.USAGE,

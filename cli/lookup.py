@@ -44,7 +44,7 @@ def lookup(
     elif not _valid_offset_spec(offset):
         raise typer.BadParameter(f"invalid offset {offset!r}: expected N, +N, -N, earliest or latest",
                                  param_hint="'--offset'")
-    # Engine errors (not a Kafka path, an offset out of range) are printed by cli/app.py.
+    # Engine errors (not a Kafka path, an offset out of range) are printed by cli/boundary.py.
     view = lk.open_partition(path, topic, partition)
     result = lk.lookup_offset(view, offset) if timestamp is None else lk.lookup_timestamp(view, ts)
     out = sys.stdout

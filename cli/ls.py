@@ -47,7 +47,7 @@ def ls(
 
     # As recover and verify: no PATH is the data directory (--data-dir, $PLOG_DATA_DIR, ./plog-data).
     path = path or data_dir or resolve_path(None)
-    # A spinner naming the partition being read. Engine errors are printed by cli/app.py.
+    # A spinner naming the partition being read. Engine errors are printed by cli/boundary.py.
     with progress("reading…", quiet=quiet, spinner=True) as bar:
         dirs = inventory(path, quick=quick, topic=topic,
                          progress=(lambda partition: bar.describe(f"reading {partition}")) if bar else None)

@@ -1,5 +1,5 @@
 """The whole ``plog`` command tree: :data:`app` with every command registered, and
-:func:`main`, the CLI's error boundary (both from ``cli/app.py``).
+:func:`main`, which runs it inside the CLI's error boundary (both from ``cli/app.py``).
 
 Import this to run or inspect any command in-process (tests, the documentation
 generators). The console script imports only the module of the command being run

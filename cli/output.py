@@ -230,17 +230,27 @@ def render_table(rows, columns, *, out=None, titles=None, right=()) -> None:
 
 
 def parse_key_values(items: Sequence[str] | None, what: str = "--config") -> dict[str, str]:
-    """``["k=v", ...]`` (also ``k=v,k2=v2``) as a dict; a usage error names the bad item."""
-    import typer
+    """:func:`key_values` for a command run by Click: a bad item is Click's usage error."""
+    from .errors import ParamError
+
+    try:
+        return key_values(items, what)
+    except ParamError as e:
+        raise e.bad_parameter() from None
+
+
+def key_values(items: Sequence[str] | None, what: str = "--config") -> dict[str, str]:
+    """``["k=v", ...]`` (also ``k=v,k2=v2``) as a dict; a ``ParamError`` names the bad item."""
+    from .errors import ParamError
 
     out: dict[str, str] = {}
     for item in items or []:
         for part in item.split(",") if "=" in item and "," in item else [item]:
             if "=" not in part:
-                raise typer.BadParameter(f"expected key=value, got {part!r}", param_hint=what)
+                raise ParamError(f"expected key=value, got {part!r}", what)
             k, v = part.split("=", 1)
             if not k.strip():
-                raise typer.BadParameter(f"empty key in {part!r}", param_hint=what)
+                raise ParamError(f"empty key in {part!r}", what)
             out[k.strip()] = v
     return out
 

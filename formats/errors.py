@@ -23,7 +23,7 @@ KINDS = ("error", "usage", "problems_found")
 
 class PlogError(Exception):
     """The root of every error plog raises on purpose: formats, engine, Spark and CLI errors
-    all derive from it, so the CLI's one error boundary (``cli/app.py``) catches this class.
+    all derive from it, so the CLI's one error boundary (``cli/boundary.py``) catches this class.
 
     It lives here, in the lowest layer, because formats must not import the engine. ``str()``
     is the one-line message a user reads; the fields say the same facts for code, so no

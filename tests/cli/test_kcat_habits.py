@@ -74,7 +74,7 @@ def test_console_key_separator_alone_does_not_parse_keys(dd):
 
 
 def test_kcat_key_delimiter_leaves_option_values_and_the_rest_alone():
-    from plog.cli.produce import kcat_key_delimiter
+    from plog.cli.produce_run import kcat_key_delimiter
 
     values = {"--null-marker", "-H", "--header"}
     assert kcat_key_delimiter(["t", "-K:"], values) == ["t", "--key-separator", ":"]
@@ -255,7 +255,7 @@ def test_produce_summary_of_many_partitions_is_one_short_line(tmp_path):
 
 
 def test_summary_lines():
-    from plog.cli.produce import summary_lines
+    from plog.cli.produce_run import summary_lines
 
     stats = {TopicPartition("t", p): [10 * p, 10 * p + p, p + 1] for p in range(300)}
     assert summary_lines("t", stats) == [
