@@ -317,6 +317,8 @@ class FollowerState:
     truncated: bool = False
     #: The follower's side: where the writeback of what its fetches appended stands.
     writeback: WritebackTrail = field(default_factory=WritebackTrail, repr=False, compare=False)
+    #: Where in the leader's log the last fetch ended (``Log.ReadPosition``), for the next.
+    read_position: object = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -451,7 +453,9 @@ class ReplicaFetcher:
             offset = follower.log_end_offset
         # Read first (the response's high watermark is the one from before this fetch)...
         hw_in_response = leader.high_watermark
-        data = leader.read(offset, self.fetch_max_bytes, max_offset=leader.log_end_offset).records
+        fetched = leader.read(offset, self.fetch_max_bytes, max_offset=leader.log_end_offset, at=fs.read_position)
+        data = fetched.records
+        fs.read_position = None
         # ...then record where the follower is (the fetch offset: what it already has).
         leader_leo = leader.log_end_offset
         if offset >= leader_leo:
@@ -466,6 +470,8 @@ class ReplicaFetcher:
         if data:
             info = follower.append_as_follower(data, flush=False)  # the read's own buffer: no copy
             records = info.last_offset - info.first_offset + 1
+            # The next fetch asks for what follows these bytes: it starts right after them.
+            fs.read_position = leader.position_after(fetched, info.last_offset + 1)
             # A follower catching up fsyncs hundreds of MB once, at the end: writeback started
             # along the way overlaps the fetches. One append is the tail of one segment (a
             # roll happens before it, never inside).

@@ -78,6 +78,19 @@ class LogAppendInfo:
     duplicate: bool = False
 
 
+class ReadPosition:
+    """Where a reader that has just read up to ``offset`` of a log goes on reading: byte
+    ``position`` of ``segment`` (``Log.position_after``). It holds while ``segment`` is still
+    the log's segment for ``offset`` (compaction and retention replace or drop segment
+    objects, they never rewrite one) and the log has not been truncated since
+    (``truncations``: a truncated segment may be written again, at other offsets)."""
+
+    __slots__ = ("segment", "position", "offset", "truncations")
+
+    def __init__(self, segment: LogSegment, position: int, offset: int, truncations: int):
+        self.segment, self.position, self.offset, self.truncations = segment, position, offset, truncations
+
+
 class Log:
     """A partition log over ``directory``; build it with :meth:`open` (or from what the
     loader loaded, :meth:`from_loaded`)."""
@@ -106,6 +119,9 @@ class Log:
         #: Held by a flush while it walks the segments, and by whatever changes them (see the
         #: module docstring). Reentrant: a roll flushes the segment it finished.
         self._segments_lock = threading.RLock()
+        #: How many times the log was truncated (from the end, or fully): a ReadPosition
+        #: taken before a truncation no longer says where anything is.
+        self.truncations = 0
         self.closed = False
 
     # -- opening ---------------------------------------------------------------------------------
@@ -390,11 +406,13 @@ class Log:
     # -- reads ---------------------------------------------------------------------------------------
 
     def read(self, start_offset: int, max_bytes: int = 1 << 20, *, max_offset: int | None = None,
-             min_one_message: bool = True) -> FetchData:
+             min_one_message: bool = True, at: ReadPosition | None = None) -> FetchData:
         """Whole batches from the batch holding ``start_offset``: up to ``max_bytes``
         (at least one batch if ``min_one_message``), never at or past ``max_offset``
         (exclusive; e.g. the high watermark). Raises OffsetOutOfRangeError outside
-        ``[log_start_offset, log_end_offset]``."""
+        ``[log_start_offset, log_end_offset]``. ``at``: where the previous read ended
+        (:meth:`position_after`); while it still holds, the read starts there instead of
+        looking ``start_offset`` up (the same bytes, without the index lookup and batch scan)."""
         self._check_open()
         end = self.log_end_offset
         if start_offset == end or (max_offset is not None and start_offset >= max_offset):
@@ -406,6 +424,11 @@ class Log:
                 f"Received request for offset {start_offset} for partition {self.name}, but we only have log "
                 f"segments in the range {self.log_start_offset} to {end}.", offset=start_offset)
         segment = self.segments.floor(start_offset)
+        if at is not None and max_offset is None and at.offset == start_offset and at.segment is segment \
+                and at.truncations == self.truncations:
+            data = segment.read_at(start_offset, at.position, max_bytes)
+            if data is not None:
+                return data
         while segment is not None:
             max_position = None
             if max_offset is not None and max_offset <= self._segment_next_base(segment):
@@ -416,6 +439,18 @@ class Log:
                 return data
             segment = self.segments.higher(segment.base_offset)
         return FetchData(start_offset, self.active_segment.base_offset, self.active_segment.size, b"")
+
+    def position_after(self, data: FetchData, next_offset: int) -> ReadPosition | None:
+        """Where a read of ``start_offset == next_offset`` starts once ``data`` (this log's
+        read) has been taken whole: right after it, in the same segment. ``next_offset`` is
+        one past the last offset ``data`` holds; the batch after it, if any, is the first
+        whose last offset is at least that (offsets only grow along a segment, gaps left by
+        compaction included), which is what :meth:`read` would look up. None when the
+        segment is no longer this log's."""
+        segment = self.segments.floor(data.segment_base_offset)
+        if segment is None or segment.base_offset != data.segment_base_offset:
+            return None
+        return ReadPosition(segment, data.position + len(data.records), next_offset, self.truncations)
 
     def _segment_next_base(self, segment: LogSegment) -> int:
         nxt = self.segments.higher(segment.base_offset)
@@ -515,6 +550,7 @@ class Log:
         if target_offset < self.segments.first.base_offset:
             self._truncate_fully_and_start_at(target_offset)
             return True
+        self.truncations += 1
         for segment in reversed(self.segments.values(target_offset)):
             if segment.base_offset > target_offset:
                 self.segments.remove(segment.base_offset)
@@ -536,6 +572,7 @@ class Log:
             self._truncate_fully_and_start_at(new_offset)
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        self.truncations += 1
         for segment in list(self.segments):
             self.segments.remove(segment.base_offset)
             segment.delete_if_exists()

@@ -338,6 +338,21 @@ class LogSegment:
             del data[end:]
         return FetchData(start_offset, self.base_offset, start.position, data)
 
+    def read_at(self, start_offset: int, position: int, max_size: int) -> FetchData | None:
+        """:meth:`read` of ``start_offset`` when the caller knows its batch starts at
+        ``position`` (``Log.ReadPosition``): whole batches from there, at most ``max_size``
+        bytes. None when not even one batch fits (:meth:`read` decides then, with
+        ``min_one_message``) or ``position`` lies past the end."""
+        if not 0 <= position < self.size:
+            return None
+        data = self._read_buffer(position, min(self.size - position, max_size))
+        end = _whole_batches_end(data)
+        if end == 0:
+            return None
+        if end < len(data):
+            del data[end:]
+        return FetchData(start_offset, self.base_offset, position, data)
+
     def _read_buffer(self, position: int, size: int) -> bytearray:
         """``read_bytes`` into a new bytearray (read straight into it: one copy)."""
         size = max(0, min(size, self.size - position))

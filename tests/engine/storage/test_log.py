@@ -261,3 +261,59 @@ def test_messages_appended_past_a_bounded_flush_still_count_for_flush_messages(t
     log.maybe_flush()
     assert log.recovery_point == log.log_end_offset == 18
     log.close()
+
+
+def _follow(log, max_bytes: int, *, start: int = 0, use_positions: bool = True, position=None):
+    """Read ``log`` to its end as a follower fetches it (each read from one past the last
+    offset of the one before); returns [(start offset, position, bytes)] and the last
+    ReadPosition."""
+    reads = []
+    offset = start
+    while offset < log.log_end_offset:
+        data = log.read(offset, max_bytes, max_offset=log.log_end_offset, at=position if use_positions else None)
+        last = list(iter_batches(data.records))[-1].last_offset
+        reads.append((offset, data.segment_base_offset, data.position, bytes(data.records)))
+        position = log.position_after(data, last + 1)
+        offset = last + 1
+    return reads, position
+
+
+@pytest.mark.parametrize("max_bytes", [1, 700, 4096, 1 << 20])
+def test_reads_that_go_on_from_where_the_last_ended_read_what_lookups_read(tmp_path, rnd, max_bytes):
+    log = _filled_log(tmp_path, rnd, segment_bytes=16 * 1024, index_interval_bytes=1024)
+    assert len(log.segments) > 5
+    with_positions, _ = _follow(log, max_bytes)
+    assert with_positions == _follow(log, max_bytes, use_positions=False)[0]
+    log.close()
+
+
+def test_a_read_position_taken_before_a_truncation_is_not_used(tmp_path, rnd):
+    """Truncate below where the last read ended and append other batches: the bytes at the
+    old position are now another batch, or the middle of one. The read looks the offset up."""
+    log = _filled_log(tmp_path, rnd, n_batches=40, segment_bytes=1 << 20)
+    first = log.read(0, 3000, max_offset=log.log_end_offset)
+    last = list(iter_batches(first.records))[-1].last_offset
+    position = log.position_after(first, last + 1)
+    log.truncate_to(3)
+    for i in range(20):
+        log.append_as_leader(producer_batch(rnd.randint(1, 3), 37, TS + i, rnd))
+    assert position.truncations != log.truncations
+    got = log.read(last + 1, 3000, max_offset=log.log_end_offset, at=position)
+    want = log.read(last + 1, 3000, max_offset=log.log_end_offset)
+    assert (got.position, bytes(got.records)) == (want.position, bytes(want.records))
+    log.close()
+
+
+def test_a_read_position_in_a_segment_the_log_no_longer_has_is_not_used(tmp_path, rnd):
+    """A segment replaced (compaction swaps in a new object) or rolled away from: the
+    position names a segment the read of that offset does not go to."""
+    log = _filled_log(tmp_path, rnd, n_batches=60, segment_bytes=8 * 1024)
+    reads, position = _follow(log, 2000)
+    assert position.offset == log.log_end_offset
+    log.roll()
+    log.append_as_leader(producer_batch(2, 10, TS, rnd))
+    # The next offset now lives in the new active segment; the position points past the
+    # old one's end.
+    got = log.read(position.offset, 2000, max_offset=log.log_end_offset, at=position)
+    assert got.segment_base_offset == position.offset and got.position == 0
+    log.close()
