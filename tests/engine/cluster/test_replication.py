@@ -463,25 +463,42 @@ def test_a_catch_up_starts_writeback_behind_its_fetches_and_copies_the_bytes(tmp
     assert end - 4096 - 4096 < started[-1][0] + started[-1][1] <= end - 4096
 
 
-@pytest.mark.parametrize("replicas,configs,started", [
-    ((1, 2, 3), {}, True),  # followers fetch before the fsync: the leader's writeback starts first
-    ((1,), {}, False),  # no followers: the fsync follows at once
-    ((1, 2, 3), {"plog.fsync.on.produce": "false"}, False),  # no fsync this round: nothing to start
+@pytest.mark.parametrize("replicas,configs,early", [
+    ((1, 2, 3), {}, True),  # the leader's fsync runs while its followers fetch
+    ((1,), {}, False),  # no followers: the fsyncs run together after the (empty) replication
+    ((1, 2, 3), {"plog.fsync.on.produce": "false"}, False),  # no fsync this round
 ])
-def test_a_flush_starts_the_leaders_writeback_before_the_fetches(tmp_path, monkeypatch, replicas, configs, started):
+def test_a_flush_fsyncs_the_leader_while_its_followers_fetch(tmp_path, monkeypatch, replicas, configs, early):
+    """The followers' fetches wait until the leader's fsync has begun: were it made after
+    them, on the same thread, they would wait for it in vain."""
+    import threading
+
     from plog.engine.storage import segment as segment_module
 
-    calls = []
-    fetched_before = []
-    monkeypatch.setattr(segment_module, "start_writeback", lambda fd, position, size: calls.append((position, size)))
+    began = threading.Event()
+    original_flush = segment_module.LogSegment.flush
+
+    def flush(self):
+        if self.log_path.parent.parent.name == "broker-1":
+            began.set()
+        return original_flush(self)
+
+    monkeypatch.setattr(segment_module.LogSegment, "flush", flush)
     dd, w, _ = cluster(tmp_path, replicas, configs=configs)
     leader = w.append(("t", 0), batch(b"a", b"b")).last_offset
     original = w._replicate_dirty
-    monkeypatch.setattr(w, "_replicate_dirty", lambda: (fetched_before.append(list(calls)), original()))
+    seen = []
+
+    def replicate():
+        seen.append(began.wait(timeout=30 if early else 0.3))
+        original()
+
+    monkeypatch.setattr(w, "_replicate_dirty", replicate)
     w.flush()
-    size = w.leader_log(("t", 0))[0].active_segment.size
-    assert calls == ([(0, size)] if started else [])
-    assert fetched_before == [calls]  # started before the followers fetched
+    assert seen == [early]
     assert leader == 1
+    log = w.leader_log(("t", 0))[0]
+    if not configs:  # durable: the recovery point is the end
+        assert log.recovery_point == log.log_end_offset
     for b in replicas:  # and the round as durable and replicated as before
         assert values(w.replica_log(("t", 0), b)) == [b"a", b"b"]
