@@ -82,6 +82,7 @@ import errno
 import io
 import mmap
 import os
+import threading
 from pathlib import Path
 
 from plog.formats import indexes as ix
@@ -93,6 +94,9 @@ from plog.engine.storage.index_file import preallocated_prefix
 from plog.engine.errors import ReadOnlyIndexError
 
 _PAGE = mmap.PAGESIZE
+#: Held while an index is opened (``AbstractIndex._open_once``): opens are rare, one per
+#: index and process, so one lock for all of them costs nothing.
+_OPENING = threading.RLock()
 
 
 def rename_if_exists(old: Path, new: Path) -> None:
@@ -134,8 +138,9 @@ class AbstractIndex:
     * bytes past ``entries * entry_size`` are unused: zeros for a fresh file, stale
       entries after a truncation (Kafka never zeroes them; a trim removes them).
 
-    Not thread-safe. Subclasses define ``entry_size`` and keep their cached last entry in
-    step through :meth:`_refresh_last`.
+    Not thread-safe, but for opening: a writer's flush thread may flush (and so load) an
+    index beside the thread appending to it (:meth:`_open_once`). Subclasses define
+    ``entry_size`` and keep their cached last entry in step through :meth:`_refresh_last`.
     """
 
     entry_size: int = 0
@@ -198,14 +203,24 @@ class AbstractIndex:
         if self._mm is not None and (type(self._mm) is bytes or budget().touch(self)):
             return  # (a live reader's copy is not counted by the budget: no map, no descriptor)
         if not self._loaded:
-            self._open()
+            self._open_once()
         elif self._length:
             self._remap()
 
     def _load(self) -> None:
         """Loaded: the counts and sizes are known (an evicted index is not mapped again)."""
         if not self._loaded:
-            self._open()
+            self._open_once()
+
+    def _open_once(self) -> None:
+        """:meth:`_open`, unless another thread has opened the index meanwhile. A writer's
+        flush thread flushes (so loads) a new segment's index while the appending thread
+        loads it for its first entry; of two opens at once, the second found the file the
+        first had just created and counted every preallocated slot as an entry: a full
+        index, and the next append failed. Kafka's ``LazyIndex`` opens under a lock too."""
+        with _OPENING:
+            if not self._loaded:
+                self._open()
 
     def _open(self) -> None:
         size = self.entry_size
@@ -242,15 +257,17 @@ class AbstractIndex:
             mm = self._map(fd, length)
         finally:
             os.close(fd)
-        self._mm = mm
         self._length = length
         self._max_entries = length // size
         # 4. Count: 0 for a new file, every whole slot for an existing one (§7.5 item 3).
         self._entries = 0 if created else self._max_entries
         self._flushed_entries = None
         self._backed = 0
-        self._loaded = True
+        # The map after the counts, the loaded flag last: a thread that finds either set
+        # (``_ensure``'s and ``_load``'s checks, without the lock) finds the counts whole.
+        self._mm = mm
         self._refresh_last()
+        self._loaded = True
 
     def _remap(self) -> None:
         """Map an evicted index again, keeping its state (module docstring). The file is

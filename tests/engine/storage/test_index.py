@@ -1015,3 +1015,31 @@ def test_a_full_file_system_is_an_oserror_naming_the_index_not_sigbus(tmp_path):
         1310720, ("ENOSPC", True), 0,
         873813, "CorruptIndexError", ("ENOSPC", True), 0,
     ])
+
+
+def test_a_new_index_loaded_by_two_threads_at_once_is_opened_once(tmp_path, monkeypatch):
+    """A writer's flush thread flushes a new segment's index while the appending thread
+    appends its first entry: the second open used to find the file the first had just
+    created and count every preallocated slot as an entry (a full index: the append failed)."""
+    import threading
+    import time
+
+    from plog.engine.storage import abstract_index
+
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, max_index_size=1 << 20)
+    real = abstract_index.os.ftruncate
+    created = threading.Event()
+
+    def slow_preallocate(fd, length):  # the first open, right after it created the file
+        real(fd, length)
+        created.set()
+        time.sleep(0.3)
+
+    monkeypatch.setattr(abstract_index.os, "ftruncate", slow_preallocate)
+    flusher = threading.Thread(target=index.flush)
+    flusher.start()
+    assert created.wait(10)
+    index.append(5, 100)  # opens (or waits for the open) on this thread meanwhile
+    flusher.join()
+    assert index.entries == 1 and index.lookup(7) == (5, 100)
+    index.close()
