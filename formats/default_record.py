@@ -28,7 +28,7 @@ from typing import Sequence
 from . import native
 from .errors import CorruptRecordError, FormatError, InvalidRecordError
 from .records import NO_TIMESTAMP, Record, decode_header_key, encode_header_key
-from .varint import _SMALL as _SMALL_VARINTS
+from .varint import small_varints
 from .varint import encode_varint, encode_varlong, read_varint, read_varlong
 
 _new_record = tuple.__new__
@@ -394,7 +394,7 @@ def encode_records(records: Sequence, base_offset: int, base_timestamp: int) -> 
     out = bytearray()
     max_ts = NO_TIMESTAMP
     last_delta = -1
-    small = _SMALL_VARINTS.get
+    small = small_varints().get
     join = b"".join
     for rec in records:
         offset, ts, key, value = rec[0], rec[1], rec[2], rec[3]
