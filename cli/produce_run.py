@@ -145,11 +145,6 @@ class Prepared:
     parser: object  # engine.clients.console_io.LineParser, None for jsonl
 
 
-def run(args: ProduceArgs) -> None:
-    """``plog produce`` with ``args``: :func:`prepare`, then :func:`execute`."""
-    execute(args, prepare(args))
-
-
 def prepare(args: ProduceArgs) -> Prepared:
     """The checks of ``args`` that need no file: the topic, the headers, --acks, how lines
     are read. Raises ``ParamError`` (Click's kind of usage error) or ``CliUsageError``."""

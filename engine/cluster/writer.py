@@ -486,9 +486,9 @@ class ClusterWriter:
             written, managers = self._written(self._dirty)
             self._all_at_once([log.maybe_flush for log in written if all(log is not led for led, _ in early)])
         except BaseException:
-            self._join(early, raise_first=False)  # no fsync left running; this error goes out
+            self._join([f for _, f in early], raise_first=False)  # no fsync left running; this error goes out
             raise
-        self._join(early)
+        self._join([f for _, f in early])
         self._all_at_once([lm.checkpoint_high_watermarks for lm in managers])
         # Only now: a round interrupted before its checkpoints stays dirty, so closing the
         # writer flushes and checkpoints it again (no stale high watermark hides records).
@@ -550,19 +550,24 @@ class ClusterWriter:
             leader = logs[0]  # the log this round appended to (append, append_batches, replicate)
             if not leader.closed and all(leader is not led for led, _ in early):
                 early.append((leader, partial(leader.maybe_flush, leader.log_end_offset)))
-        if not early:
+        futures = self._start_all([call for _, call in early])
+        return [(log, future) for (log, _), future in zip(early, futures)]
+
+    def _start_all(self, calls: list) -> list:
+        """Submit ``calls`` to the fsync pool (made on first use); their futures."""
+        if not calls:
             return []
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="plog-fsync")
-        return [(log, self._pool.submit(call)) for log, call in early]
+        return [self._pool.submit(call) for call in calls]
 
     @staticmethod
-    def _join(started: list, *, raise_first: bool = True) -> None:
-        """Wait for every future of ``started`` (``[(log, future)]``); then, with
-        ``raise_first``, raise the first failure."""
-        errors = [f.exception() for _, f in started]
+    def _join(futures: list, *, raise_first: bool = True) -> None:
+        """Wait for every one of ``futures``; then, with ``raise_first``, raise the first
+        failure (the others still ran to their end)."""
+        errors = [f.exception() for f in futures]
         for e in errors:
             if e is not None and raise_first:
                 raise e
@@ -677,15 +682,7 @@ class ClusterWriter:
             for call in calls:
                 call()
             return
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="plog-fsync")
-        futures = [self._pool.submit(call) for call in calls]
-        errors = [f.exception() for f in futures]
-        for e in errors:
-            if e is not None:
-                raise e
+        self._join(self._start_all(calls))
 
     def close(self) -> None:
         self._close_managers()

@@ -328,14 +328,7 @@ class LogSegment:
         adjusted = max(max_size, start.size) if min_one_message else max_size
         if adjusted == 0:
             return FetchData(start_offset, self.base_offset, start.position, b"")
-        fetch_size = min(max_position - start.position, adjusted)
-        data = self._read_buffer(start.position, fetch_size)
-        # Kafka hands back a slice that may end inside a batch; consumers drop the
-        # partial tail. We trim it here so callers always get whole batches (in place: a
-        # follower's fetch of 4 MiB is one copy from the page cache, not two).
-        end = _whole_batches_end(data)
-        if end < len(data):
-            del data[end:]
+        data = self._read_whole_batches(start.position, min(max_position - start.position, adjusted))
         return FetchData(start_offset, self.base_offset, start.position, data)
 
     def read_at(self, start_offset: int, position: int, max_size: int) -> FetchData | None:
@@ -345,13 +338,19 @@ class LogSegment:
         ``min_one_message``) or ``position`` lies past the end."""
         if not 0 <= position < self.size:
             return None
-        data = self._read_buffer(position, min(self.size - position, max_size))
+        data = self._read_whole_batches(position, min(self.size - position, max_size))
+        return FetchData(start_offset, self.base_offset, position, data) if data else None
+
+    def _read_whole_batches(self, position: int, size: int) -> bytearray:
+        """Up to ``size`` bytes from ``position``, cut after the last whole batch. Kafka hands
+        back a slice that may end inside a batch and consumers drop the partial tail; it is
+        trimmed here so callers always get whole batches (in place: a follower's fetch of
+        2 MiB is one copy from the page cache, not two)."""
+        data = self._read_buffer(position, size)
         end = _whole_batches_end(data)
-        if end == 0:
-            return None
         if end < len(data):
             del data[end:]
-        return FetchData(start_offset, self.base_offset, position, data)
+        return data
 
     def _read_buffer(self, position: int, size: int) -> bytearray:
         """``read_bytes`` into a new bytearray (read straight into it: one copy)."""

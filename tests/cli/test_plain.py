@@ -162,7 +162,7 @@ def test_a_value_only_the_command_refuses_is_said_as_click_says_it(tmp_path):
     assert not d.exists()
 
 
-def test_prepared_is_what_execute_takes():
+def test_prepare_reads_the_topic_the_headers_and_acks():
     args = ProduceArgs(topic="t", header=["a=1"], acks="1")
     from plog.cli.produce_run import prepare
 
