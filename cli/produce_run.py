@@ -220,7 +220,7 @@ def _produce(loop, source, quiet: bool, verbose: bool) -> BaseException | None:
     returns the error that stopped it, if any. Ctrl-C (or SIGTERM) stops it cleanly, with the
     summary of what was written."""
     from plog.engine.clients.producer_loop import ensure_topic
-    from plog.engine.errors import EngineError, InputRecordError, ProducerError
+    from plog.engine.errors import EngineError, InputRecordError, KafkaStorageError, ProducerError
 
     producer, topic = loop.producer, loop.topic
     error: BaseException | None = None
@@ -236,7 +236,10 @@ def _produce(loop, source, quiet: bool, verbose: bool) -> BaseException | None:
     except InputRecordError as e:
         error = e
     except EngineError as e:
-        error = PlogCliError(f"line {loop.line_number}: {e}", like=e) if loop.line_number else e
+        # The line the input stopped at, for an error a record caused; an I/O failure (a
+        # full disk) is no line's doing, and naming one would send the user to the input.
+        caused_by_input = loop.line_number and not isinstance(e, KafkaStorageError)
+        error = PlogCliError(f"line {loop.line_number}: {e}", like=e) if caused_by_input else e
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli/signals.py): a clean stop that says what it wrote
         interrupted = True
         raise
@@ -246,8 +249,12 @@ def _produce(loop, source, quiet: bool, verbose: bool) -> BaseException | None:
             # the error reported.
             producer.close()
         except EngineError as e:
-            error = e if error is None else \
-                PlogCliError(f"{error}; sending the records before it also failed: {e}", like=error)
+            if error is None:
+                error = e
+            elif not isinstance(e, ProducerError):
+                # (A ProducerError after an error is the records that error kept from being
+                # sent, "not sent: an earlier batch failed": the error already says why.)
+                error = PlogCliError(f"{error}; closing the producer also failed: {e}", like=error)
         finally:
             if source is not sys.stdin.buffer:
                 source.close()

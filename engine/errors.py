@@ -81,7 +81,21 @@ class NotAKafkaPathError(LogDirError, ValueError):
 
 
 class KafkaStorageError(EngineError):
-    """An I/O failure while writing; the log is not known to be intact past this point."""
+    """An I/O failure while writing; the log is not known to be intact past this point.
+    ``errno``: the operating system's error number when an ``OSError`` caused it (None
+    otherwise), e.g. ``errno.ENOSPC`` for a full disk."""
+
+    errno: int | None = None
+
+    @classmethod
+    def from_os_error(cls, e: OSError, action: str, path) -> "KafkaStorageError":
+        """Kafka's ``maybeHandleIOException``: the ``OSError`` ``e`` raised while ``action``
+        (e.g. "appending to") the log at ``path``, as "Error while appending to FILE:
+        REASON", naming the file ``e`` names, else ``path``."""
+        where = e.filename if e.filename is not None else path
+        error = cls(f"Error while {action} {where}: {e.strerror or e}", path=where)
+        error.errno = e.errno
+        return error
 
 
 class ResourceLimitError(EngineError):

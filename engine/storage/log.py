@@ -26,6 +26,7 @@ the index entries it counts, so what it claims, the offset it was given, is dura
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -51,6 +52,7 @@ from plog.engine.storage.log_config import LogConfig
 from plog.engine.storage.leader_epoch_cache import LeaderEpochCache
 from plog.engine.errors import (
     InvalidProducerBatchError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
@@ -61,6 +63,27 @@ from plog.engine.storage.segments import LogSegments
 
 # ListOffsets' special timestamps, for fetch_offset_by_timestamp: the offset language owns them.
 from plog.engine.offset_spec import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP  # noqa: E402
+
+
+def _storage_io(action: str):
+    """Decorator of the methods that write a log (Kafka's ``maybeHandleIOException``): an
+    ``OSError`` they raise (a full disk, an I/O error, a folder removed under the log) goes
+    out as :class:`KafkaStorageError`, "Error while <action> <file>: <reason>", with the
+    ``errno``, so every caller (a producer's request, a follower's fetch, a close) gets the
+    engine's typed error for it, not a bare ``OSError`` it may not expect. The log is left
+    as the failed operation left it: an append that failed did not move the LEO (its bytes
+    past the segment's end are overwritten by the next append, or cut by recovery)."""
+    def wrap(method):
+        @functools.wraps(method)
+        def run(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as e:
+                raise KafkaStorageError.from_os_error(e, action, self.dir) from e
+
+        return run
+
+    return wrap
 
 
 @dataclass(slots=True)
@@ -166,6 +189,7 @@ class Log:
     # -- append ---------------------------------------------------------------------------------
 
     @whole
+    @_storage_io("appending to")
     def append_as_leader(self, records: bytes | bytearray, *, leader_epoch: int = 0,
                          origin: str = "client", flush: bool = True) -> LogAppendInfo:
         """Validate one producer batch as Kafka's leader does, assign its offsets, append.
@@ -211,6 +235,7 @@ class Log:
         return info
 
     @whole
+    @_storage_io("appending to")
     def append_batches_as_leader(self, batches, *, leader_epoch: int = 0,
                                  origin: str = "client") -> list[LogAppendInfo]:
         """:meth:`append_as_leader` of each of ``batches`` (one producer batch each) in turn,
@@ -271,6 +296,7 @@ class Log:
         return batch
 
     @whole
+    @_storage_io("appending to")
     def append_as_follower(self, records: bytes, *, flush: bool = True) -> LogAppendInfo:
         """Append batches that already carry their offsets (replication, repair tools):
         offsets must start at the LEO and increase."""
@@ -301,6 +327,7 @@ class Log:
         return info
 
     @whole
+    @_storage_io("appending to")
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
                               coordinator_epoch: int = 0, leader_epoch: int = 0) -> LogAppendInfo:
         """Write a COMMIT/ABORT marker for a producer's open transaction, as the
@@ -378,6 +405,7 @@ class Log:
             return self.roll(info.first_offset)
         return segment
 
+    @_storage_io("rolling")
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, LEO)`` (§14)."""
         with self._segments_lock:
@@ -513,6 +541,7 @@ class Log:
             for segment in self.segments.values(self.recovery_point, self.log_end_offset):
                 segment.start_writeback()
 
+    @_storage_io("flushing")
     def flush(self, offset: int | None = None) -> None:
         """fsync everything below ``offset`` (default: the LEO); the recovery point moves there.
 
@@ -536,6 +565,7 @@ class Log:
     # -- truncation and deletion -------------------------------------------------------------------
 
     @whole
+    @_storage_io("truncating")
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every record at or after ``target_offset`` (a follower's truncation)."""
         with self._segments_lock:
@@ -566,6 +596,7 @@ class Log:
         return True
 
     @whole
+    @_storage_io("truncating")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
         with self._segments_lock:
@@ -603,22 +634,33 @@ class Log:
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
+    @_storage_io("closing")
     def close(self) -> None:
         """Kafka's close: snapshot producer state at the LEO, finalise and close segments."""
         with self._segments_lock:
             self._close()
 
     def _close(self) -> None:
+        """The segments are closed (their descriptors given back) even when the snapshot
+        or the flush before them fails; that failure is raised after."""
         if self.closed:
             return
-        if self.writable:
-            if self.producer_state is not None:
-                self.producer_state.update_map_end_offset(self.log_end_offset)
-                self.producer_state.take_snapshot(sync=True)
-            self.flush()
-        for segment in self.segments:
-            segment.close()
-        self.closed = True
+        try:
+            if self.writable:
+                if self.producer_state is not None:
+                    self.producer_state.update_map_end_offset(self.log_end_offset)
+                    self.producer_state.take_snapshot(sync=True)
+                self.flush()
+        finally:
+            failed = None
+            for segment in self.segments:
+                try:
+                    segment.close()
+                except OSError as e:
+                    failed = failed or e
+            self.closed = True
+        if failed is not None:
+            raise failed
 
     def __enter__(self) -> "Log":
         return self

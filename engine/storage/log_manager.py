@@ -51,7 +51,7 @@ from plog.engine.storage.checkpoints import (
     write_meta_properties,
 )
 from plog.engine.storage.log_config import LogConfig
-from plog.engine.errors import InvalidTopicError, LogDirError, ResourceLimitError
+from plog.engine.errors import EngineError, InvalidTopicError, LogDirError, ResourceLimitError
 from plog.engine.interrupts import uninterrupted, whole
 from plog.engine.storage.lock import LogDirLock
 from plog.engine.storage.loader import LoadReport
@@ -517,8 +517,17 @@ class LogManager:
         if self.closed:
             return
         try:
+            # Every log is closed, even after one fails (a full disk refusing a producer
+            # snapshot); then no checkpoint and no clean-shutdown marker: the next start
+            # recovers these logs rather than trusting them.
+            failed = None
             for log in self.logs.values():
-                log.close()
+                try:
+                    log.close()
+                except (EngineError, OSError) as e:
+                    failed = failed or e
+            if failed is not None:
+                raise failed
             if not clean_only:
                 self.checkpoint()
             for log_dir in self.log_dirs:

@@ -779,6 +779,35 @@ def test_full_disk(tiny_tmpfs):
     assert code == 0, out + err
 
 
+@pytest.mark.parametrize("path", ["native", "python"])
+@pytest.mark.parametrize("keyed", [False, True], ids=["plain", "keyed"])
+def test_full_disk_after_some_rounds(tiny_tmpfs, path, keyed):
+    """A produce that fills the disk after some of its rounds were acknowledged: one line that
+    names the segment the disk refused (not a file closing wrote later, not an input line: a
+    full disk is no line's doing) and says how many records were produced before it, exactly
+    the records a consumer then reads (the high watermark covers them and nothing else)."""
+    mnt = tiny_tmpfs
+    assert subprocess.run(["mount", "-o", "remount,size=8m", str(mnt)], capture_output=True).returncode == 0
+    dd = mnt / "dd"
+    d = ["-d", str(dd)]
+    env = {"PLOG_NATIVE": "0" if path == "python" else None}
+    assert run(["init", *d])[0] == 0 and run(["topics", "create", "t", *d])[0] == 0
+    src = mnt.parent / "lines.txt"  # on the big file system: only the data directory is short of room
+    lines = _lines(120_000)  # 12 MB: rounds of 5 MiB, the second is refused
+    src.write_text("".join(f"k{i % 7}\t{line}" for i, line in enumerate(lines.splitlines(keepends=True)))
+                   if keyed else lines)
+    code, _out, err = run(["produce", "t", "--file", str(src), *(["-K"] if keyed else []), *d], env=env)
+    segment = str(dd / "broker-1" / "t-0" / "00000000000000000000.log")
+    check(1, [f"Error while appending to {segment}: No space left on device", "before it"],
+          code, err.decode(), "produce onto a disk that fills up")
+    assert "plog: error: line " not in err.decode()
+    produced = re.search(r"produced (\d+) record\(s\) to t", err.decode())
+    assert produced and int(produced.group(1)) > 0, err.decode()
+    code, out, err = run(["consume", "t", "-e", "-q", *d])
+    assert code == 0, err
+    assert out.decode().splitlines() == lines.splitlines()[:int(produced.group(1))]
+
+
 @pytest.mark.parametrize("argv", [
     ["recover"],
     ["retention", "--retention-ms", "1"],

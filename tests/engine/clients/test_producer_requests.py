@@ -7,11 +7,15 @@ once each. On the native path the request's buffer was stamped in place by the a
 
 from __future__ import annotations
 
+import errno
+import os
+
 import pytest
 
 from plog.engine.cluster.data_dir import DataDir
 from plog.engine.clients.producer import Producer
 from plog.engine.errors import KafkaStorageError, ProducerError
+from plog.engine.storage.file_names import TopicPartition
 from plog.engine.storage.log import Log
 from plog.formats.batches import BatchIterator
 
@@ -69,3 +73,50 @@ def test_a_request_failing_at_a_roll(dd, monkeypatch, idempotent):
     else:
         assert acked == []  # their outcome is unknown without idempotence
     p.close()
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_a_full_disk_in_a_later_round_leaves_the_rounds_before_it_acknowledged(tmp_path, monkeypatch, replicas):
+    """Rounds pipelined as ``plog produce`` sends them (``hold_lock``, a round's fsync
+    beside the next round's filling): when the disk refuses a later round's segment write,
+    that round fails with the engine's KafkaStorageError naming the segment, and every
+    round before it is acknowledged (counted in ``stats``), exactly the records the high
+    watermark covers. With followers, their writes are refused too (one disk)."""
+    d = DataDir.init(tmp_path / "d", brokers=replicas)
+    d.create_topic("t", replica_assignment={0: list(range(1, replicas + 1))})
+    real = os.pwrite
+    written = [0]
+
+    def pwrite(fd, data, position):
+        # Segment files only: the first 200 KB of them fit, then the disk is full.
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".log"):
+            room = 200_000 - written[0]
+            if room <= 0:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            n = real(fd, memoryview(data)[:room], position)
+            written[0] += n
+            return n
+        return real(fd, data, position)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    # Rounds of 64 KiB (max.request.size x max.in.flight): ~3 fit on a leader alone.
+    p = Producer(d, max_request_size=65536, max_in_flight_requests_per_connection=1, hold_lock=True, linger_ms=60_000)
+    values = _values(10_000)
+    with pytest.raises(KafkaStorageError) as e:
+        p.send_values("t", values, partition=0)
+        p.flush()
+    assert e.value.errno == errno.ENOSPC and e.value.path.endswith(".log")
+    assert "No space left on device" in str(e.value)
+    acknowledged = p.stats.get(TopicPartition("t", 0), [0, -1, 0])[2]
+    if replicas == 1:
+        assert acknowledged > 0
+    with pytest.raises((KafkaStorageError, ProducerError)):
+        p.close()  # the records held after the failure are not sent
+    monkeypatch.undo()
+    d.reload()
+    assert d.partition_state(("t", 0)).leader == 1
+    assert d.describe_partitions("t")[0].high_watermark == acknowledged
+    log = d.open_reader(("t", 0))
+    got = [r.value for r in log.read_records()]
+    log.close()
+    assert got[:acknowledged] == values[:acknowledged]
