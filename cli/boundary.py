@@ -141,6 +141,12 @@ def one_line(e: BaseException) -> str:
     if isinstance(path, str) and path not in message:
         # "Found record size -1 smaller than ... (at byte 0)" alone does not say in which file.
         text = f"{path}: {text}"
+    from plog.formats.errors import PlogError
+
+    if isinstance(e, PlogError):
+        # What went wrong after it (engine code adds a note, e.g. a close that failed too).
+        for note in getattr(e, "__notes__", ()):
+            text += "; " + " ".join(str(note).split())
     return text
 
 

@@ -98,6 +98,21 @@ class KafkaStorageError(EngineError):
         return error
 
 
+def close_after(close, error: BaseException | None, what: str) -> None:
+    """``close()`` at the end of a ``with`` block that ``error`` ended (None: it ended
+    well). With an error, the error is what goes on out of the block: a close that fails
+    too, often for the same reason (a full disk refusing a checkpoint after a segment), adds
+    ``"<what> also failed: ..."`` to it as a note (the CLI's one line shows it after the
+    error) instead of replacing it. Without one, the close's failure is raised."""
+    if error is None:
+        close()
+        return
+    try:
+        close()
+    except Exception as e:
+        error.add_note(f"{what} also failed: {e}")
+
+
 class ResourceLimitError(EngineError):
     """A request refused before anything is written because this machine cannot hold it: the
     free inodes or bytes of a log directory's file system, or the files this process may open

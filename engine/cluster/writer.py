@@ -30,6 +30,7 @@ from plog.engine.errors import (
     LogDirLockedError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
+    close_after,
 )
 from plog.engine.interrupts import uninterrupted, whole
 from plog.engine.storage.file_names import TopicPartition
@@ -742,8 +743,8 @@ class ClusterWriter:
     def __enter__(self) -> "ClusterWriter":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        close_after(self.close, exc, "closing the brokers' logs")
 
 
 # -- helpers ----------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ from plog.engine.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    close_after,
 )
 from plog.engine.storage.loader import LoadedLog, LoadReport, load, rebuild_producer_state
 from plog.engine.storage.segment import FetchData, LogOffsetPosition, LogSegment, RollParams, TimestampAndOffset
@@ -665,8 +666,8 @@ class Log:
     def __enter__(self) -> "Log":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        close_after(self.close, exc, "closing the log")
 
     def __repr__(self) -> str:
         return (f"Log({self.dir}, start={self.log_start_offset}, end={self.log_end_offset}, "

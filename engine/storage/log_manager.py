@@ -51,7 +51,7 @@ from plog.engine.storage.checkpoints import (
     write_meta_properties,
 )
 from plog.engine.storage.log_config import LogConfig
-from plog.engine.errors import EngineError, InvalidTopicError, LogDirError, ResourceLimitError
+from plog.engine.errors import EngineError, InvalidTopicError, LogDirError, ResourceLimitError, close_after
 from plog.engine.interrupts import uninterrupted, whole
 from plog.engine.storage.lock import LogDirLock
 from plog.engine.storage.loader import LoadReport
@@ -545,8 +545,8 @@ class LogManager:
     def __enter__(self) -> "LogManager":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        close_after(self.close, exc, "closing the log directory")
 
 
 #: Up to this many new folders, each is fsynced (two fsyncs a folder); beyond, one syncfs of

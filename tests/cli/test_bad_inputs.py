@@ -29,6 +29,7 @@ Commands that change data never get a case that succeeds, so the shared data sta
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -806,6 +807,39 @@ def test_full_disk_after_some_rounds(tiny_tmpfs, path, keyed):
     code, out, err = run(["consume", "t", "-e", "-q", *d])
     assert code == 0, err
     assert out.decode().splitlines() == lines.splitlines()[:int(produced.group(1))]
+
+
+def test_full_disk_during_a_catch_up(tiny_tmpfs):
+    """``plog brokers start`` whose follower's fetches fill the disk: one line naming the
+    follower's segment the disk refused (then what closing failed on too), exit 1; nothing
+    acknowledged is lost, and with room again the next produce brings the follower back
+    into the ISR with every record."""
+    mnt = tiny_tmpfs
+    assert subprocess.run(["mount", "-o", "remount,size=24m", str(mnt)], capture_output=True).returncode == 0
+    dd = mnt / "dd"
+    d = ["-d", str(dd)]
+    assert run(["init", "--brokers", "3", *d])[0] == 0
+    assert run(["topics", "create", "t", "--replica-assignment", "1:2:3", *d])[0] == 0
+    assert run(["brokers", "stop", "3", *d])[0] == 0
+    lines = _lines(60_000)  # 6 MB on brokers 1 and 2
+    assert run(["produce", "t", "-q", *d], stdin=lines)[0] == 0
+    filler = mnt / "filler"
+    with open(filler, "wb") as f:
+        f.write(b"\0" * (os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize - (2 << 20)))  # 2 MiB left
+    code, _out, err = run(["brokers", "start", "3", *d])
+    check(1, [f"Error while appending to {dd / 'broker-3' / 't-0' / '00000000000000000000.log'}: "
+              "No space left on device"], code, err.decode(), "plog brokers start 3 onto a full disk")
+    filler.unlink()
+    code, out, err = run(["consume", "t", "-e", "-q", *d])
+    assert code == 0 and out.decode() == lines, err
+    assert run(["produce", "t", "-q", *d], stdin="one more\n")[0] == 0
+    code, out, err = run(["topics", "describe", "t", "-f", "json", *d])
+    assert code == 0, err
+    assert sorted(json.loads(out)[0]["isr"]) == [1, 2, 3], out
+    code, out, err = run(["consume", "t", "-e", "-q", *d])
+    assert out.decode() == lines + "one more\n"
+    code, out, err = run(["verify", str(dd)])
+    assert code == 0, out + err
 
 
 @pytest.mark.parametrize("argv", [

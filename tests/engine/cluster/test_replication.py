@@ -502,3 +502,37 @@ def test_a_flush_fsyncs_the_leader_while_its_followers_fetch(tmp_path, monkeypat
         assert log.recovery_point == log.log_end_offset
     for b in replicas:  # and the round as durable and replicated as before
         assert values(w.replica_log(("t", 0), b)) == [b"a", b"b"]
+
+
+def test_a_writer_whose_close_fails_after_an_error_reports_that_error(tmp_path, monkeypatch):
+    """The error that stopped a writer's work (a follower's fetch refused by a full disk) is
+    the one that goes out of its ``with`` block, not the close's failure that follows it
+    (the same full disk refusing a checkpoint); the close's failure goes with it as a note,
+    which the CLI's one line shows after it."""
+    from plog.cli.boundary import one_line
+    from plog.engine.errors import KafkaStorageError
+    from plog.engine.storage.log_manager import LogManager
+
+    dd = DataDir.init(tmp_path / "d", brokers=1)
+    dd.create_topic("t", 1)
+    real_close = LogManager.close
+
+    def close(self):
+        real_close(self)
+        raise KafkaStorageError("Error while writing to file marker: No space left on device")
+
+    monkeypatch.setattr(LogManager, "close", close)
+    first = KafkaStorageError("Error while appending to t-0: No space left on device")
+    with pytest.raises(KafkaStorageError) as e:
+        with dd.writer(5.0) as w:
+            w.acquire_all()
+            raise first
+    assert e.value is first
+    assert e.value.__notes__ == ["closing the brokers' logs also failed: "
+                                 "Error while writing to file marker: No space left on device"]
+    assert one_line(e.value) == ("Error while appending to t-0: No space left on device; closing the brokers' "
+                                 "logs also failed: Error while writing to file marker: No space left on device")
+    # Without an error of its own, the close's failure is what goes out.
+    with pytest.raises(KafkaStorageError, match="marker"):
+        with dd.writer(5.0) as w:
+            w.acquire_all()

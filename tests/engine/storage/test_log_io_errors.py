@@ -148,3 +148,23 @@ def test_a_manager_whose_log_fails_to_close_closes_the_others_and_is_not_marked_
     monkeypatch.undo()
     with LogManager([d]) as again:  # the lock was given back
         assert [again.get_or_create_log(("t", p)).log_end_offset for p in range(3)] == [10, 10, 10]
+
+
+def test_the_error_that_ends_a_with_block_is_the_one_raised_when_closing_fails_too(tmp_path, monkeypatch):
+    def refuse(path, data, sync):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    first = KafkaStorageError("Error while appending to t-0: No space left on device (injected)")
+    with pytest.raises(KafkaStorageError) as e:
+        with Log.open(tmp_path / "t-0", LogConfig()) as log:
+            log.append_batches_as_leader(_batches(1))
+            monkeypatch.setattr(producer_state, "write_snapshot_file", refuse)
+            raise first
+    assert e.value is first and log.closed
+    assert len(e.value.__notes__) == 1
+    assert e.value.__notes__[0].startswith("closing the log also failed: Error while closing ")
+    monkeypatch.undo()
+    with pytest.raises(KafkaStorageError, match="Error while closing"):  # no error of its own: the close's
+        with Log.open(tmp_path / "t-0", LogConfig()) as log:
+            log.append_batches_as_leader(_batches(1, start=10))
+            monkeypatch.setattr(producer_state, "write_snapshot_file", refuse)
