@@ -251,9 +251,10 @@ def _produce(loop, source, quiet: bool, verbose: bool) -> BaseException | None:
         except EngineError as e:
             if error is None:
                 error = e
-            elif not isinstance(e, ProducerError):
+            elif not isinstance(e, ProducerError) and getattr(e, "offline_since", None) is not error:
                 # (A ProducerError after an error is the records that error kept from being
-                # sent, "not sent: an earlier batch failed": the error already says why.)
+                # sent, "not sent: an earlier batch failed"; a log the error took offline
+                # refuses the close's flush: the error already says why, either way.)
                 error = PlogCliError(f"{error}; closing the producer also failed: {e}", like=error)
         finally:
             if source is not sys.stdin.buffer:

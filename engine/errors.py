@@ -97,6 +97,19 @@ class KafkaStorageError(EngineError):
         error.errno = e.errno
         return error
 
+    def offline(self, action: str, path) -> "KafkaStorageError":
+        """The error of a later ``action`` on the log this error took offline (Kafka's
+        KAFKA_STORAGE_ERROR for a log directory it marked offline): it names this one, its
+        ``errno`` is this one's and ``offline_since`` is this one."""
+        error = KafkaStorageError(f"Error while {action} {path}: the log is offline since an I/O error ({self})",
+                                  path=str(path))
+        error.errno = self.errno
+        error.offline_since = self
+        return error
+
+    #: :meth:`offline`'s errors: the error that took the log offline (None otherwise).
+    offline_since: "KafkaStorageError | None" = None
+
 
 def close_after(close, error: BaseException | None, what: str) -> None:
     """``close()`` at the end of a ``with`` block that ``error`` ended (None: it ended

@@ -438,7 +438,11 @@ class ReplicaFetcher:
 
     def fetch(self, tp: TopicPartition, leader, follower, fs: FollowerState, isr, leader_id: int,
               followers: dict[int, FollowerState]) -> tuple[int, int]:
-        """One fetch request of ``follower`` from ``leader``; returns (bytes, records) appended."""
+        """One fetch request of ``follower`` from ``leader``; returns (bytes, records) appended.
+        A follower whose log went offline (an I/O error) fetches nothing: as Kafka's fetcher
+        drops the partitions of a log directory that failed, it falls behind and out of the ISR."""
+        if follower.failure is not None:
+            return 0, 0
         now = self.clock()
         offset = follower.log_end_offset
         if offset > leader.log_end_offset:

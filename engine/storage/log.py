@@ -66,21 +66,36 @@ from plog.engine.storage.segments import LogSegments
 from plog.engine.offset_spec import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP  # noqa: E402
 
 
-def _storage_io(action: str):
+def _storage_io(action: str, *, flush: bool = False):
     """Decorator of the methods that write a log (Kafka's ``maybeHandleIOException``): an
     ``OSError`` they raise (a full disk, an I/O error, a folder removed under the log) goes
     out as :class:`KafkaStorageError`, "Error while <action> <file>: <reason>", with the
-    ``errno``, so every caller (a producer's request, a follower's fetch, a close) gets the
-    engine's typed error for it, not a bare ``OSError`` it may not expect. The log is left
-    as the failed operation left it: an append that failed did not move the LEO (its bytes
-    past the segment's end are overwritten by the next append, or cut by recovery)."""
+    ``errno``, so every caller (a producer's request, a follower's fetch) gets the engine's
+    typed error for it, not a bare ``OSError`` it may not expect.
+
+    The log then goes offline (:attr:`Log.failure`), as Kafka takes the log directory
+    offline: every later write is refused with a KafkaStorageError that names the first
+    failure. After a failed write (``flush=False``: an append, a roll, a truncation) a flush
+    still makes durable what was written before it (a round in flight is acknowledged, not
+    lost with the round that failed; the failed append never moved the LEO, so its torn
+    bytes are not counted). After a failed flush nothing is: Linux may have dropped the
+    dirty pages it could not write and marked them clean, so the next fsync would succeed
+    without them ("fsyncgate") and the recovery point, the high watermark checkpoint and the
+    acknowledgements would claim records that are not on disk. What the failed call left is
+    left as it is; the next open recovers the log from its last recovery point."""
     def wrap(method):
         @functools.wraps(method)
         def run(self, *args, **kwargs):
+            failure = self.failure
+            if failure is not None and (not flush or self._flush_failed):
+                raise failure.offline(action, self.dir)
             try:
                 return method(self, *args, **kwargs)
             except OSError as e:
-                raise KafkaStorageError.from_os_error(e, action, self.dir) from e
+                error = KafkaStorageError.from_os_error(e, action, self.dir)
+                self.failure = failure or error
+                self._flush_failed = self._flush_failed or flush
+                raise error from e
 
         return run
 
@@ -147,6 +162,12 @@ class Log:
         #: taken before a truncation no longer says where anything is.
         self.truncations = 0
         self.closed = False
+        #: The I/O error that took this log offline (see ``_storage_io``), None while it is
+        #: online. Offline, it takes no write (nor any flush, once a flush failed); closing
+        #: it only lets go of its files (no snapshot, fsync or trim), and its log manager
+        #: marks nothing clean.
+        self.failure: KafkaStorageError | None = None
+        self._flush_failed = False  # the failure was a flush's: no flush is trusted again
 
     # -- opening ---------------------------------------------------------------------------------
 
@@ -542,7 +563,7 @@ class Log:
             for segment in self.segments.values(self.recovery_point, self.log_end_offset):
                 segment.start_writeback()
 
-    @_storage_io("flushing")
+    @_storage_io("flushing", flush=True)
     def flush(self, offset: int | None = None) -> None:
         """fsync everything below ``offset`` (default: the LEO); the recovery point moves there.
 
@@ -635,13 +656,20 @@ class Log:
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
-    @_storage_io("closing")
     def close(self) -> None:
-        """Kafka's close: snapshot producer state at the LEO, finalise and close segments."""
+        """Kafka's close: snapshot producer state at the LEO, finalise and close segments.
+        An offline log (:attr:`failure`) only lets go of its files, as after a crash."""
         with self._segments_lock:
-            self._close()
+            if self.failure is not None:
+                if not self.closed:
+                    for segment in self.segments:
+                        segment.close_handlers()
+                    self.closed = True
+                return
+            self._close_online()
 
-    def _close(self) -> None:
+    @_storage_io("closing")
+    def _close_online(self) -> None:
         """The segments are closed (their descriptors given back) even when the snapshot
         or the flush before them fails; that failure is raised after."""
         if self.closed:

@@ -489,7 +489,9 @@ class LogManager:
         for log_dir in self.log_dirs:
             old_hw = self._checkpoints.get(log_dir, ({}, {}, {}))[2]
             hws = {tp: old_hw[tp] for tp, (d, _) in unloaded if d == log_dir and tp in old_hw}
-            hws.update({tp: log.high_watermark for tp, log in logs if dir_of[tp] == log_dir})
+            # An offline log (an I/O error) vouches for no more than it made durable before it.
+            hws.update({tp: log.high_watermark if log.failure is None else min(log.high_watermark, log.recovery_point)
+                        for tp, log in logs if dir_of[tp] == log_dir})
             self._write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, hws)
 
     def abandon(self) -> None:
@@ -528,6 +530,11 @@ class LogManager:
                     failed = failed or e
             if failed is not None:
                 raise failed
+            if any(log.failure is not None for log in self.logs.values()):
+                # A log went offline (an I/O error, raised when it happened): nothing here is
+                # vouched for, so neither checkpoints past what was last written nor the
+                # markers; the next start recovers from the recovery points written before.
+                return
             if not clean_only:
                 self.checkpoint()
             for log_dir in self.log_dirs:

@@ -55,7 +55,7 @@ def _refuse_segment_writes(monkeypatch, log: Log, after_bytes: int) -> list[int]
 
 
 @pytest.mark.parametrize("bulk", [True, False], ids=["append_batches_as_leader", "append_as_leader"])
-def test_a_full_disk_during_an_append_is_a_storage_error_and_the_log_goes_on(tmp_path, monkeypatch, bulk):
+def test_a_full_disk_during_an_append_is_a_storage_error_that_takes_the_log_offline(tmp_path, monkeypatch, bulk):
     log = Log.open(tmp_path / "t-0", LogConfig(fsync_on_produce=False))
     first = _batches(3)
     log.append_batches_as_leader(first)
@@ -75,32 +75,59 @@ def test_a_full_disk_during_an_append_is_a_storage_error_and_the_log_goes_on(tmp
     assert isinstance(err.__cause__, OSError)
     # Nothing of the failed append counts: the LEO and the segment's size are as before it.
     assert (log.log_end_offset, log.active_segment.size) == (end, size)
+    # The log is offline (Kafka's offline log directory): no write until it is opened
+    # again, each refusal naming the failure, also once there is room again...
     monkeypatch.undo()
-    # Room again: the next append writes over the torn bytes; the log holds what was appended.
-    log.append_batches_as_leader(more)
-    assert _values(log) == [b"value-%06d" % i for i in range(30)] + [b"value-%06d" % i for i in range(30, 60)]
-    log.close()
-    reopened = Log.open(tmp_path / "t-0", LogConfig())
-    assert reopened.log_end_offset == 60 and len(_values(reopened)) == 60
+    assert log.failure is err
+    for attempt in (lambda: log.append_batches_as_leader(more), lambda: log.roll(100), lambda: log.truncate_to(5)):
+        with pytest.raises(KafkaStorageError) as again:
+            attempt()
+        assert again.value.offline_since is err and again.value.errno == errno.ENOSPC
+        assert f"the log is offline since an I/O error ({err})" in str(again.value)
+    # ...but what was written before the failed append can still be made durable (a round
+    # in flight is acknowledged after its fsync, not lost with the round that failed).
+    assert log.recovery_point == 0
+    log.flush()
+    assert log.recovery_point == 30
+    assert _values(log) == [b"value-%06d" % i for i in range(30)]  # reads go on
+    segment = log.active_segment
+    log.close()  # lets go of its files, writes nothing (no snapshot, no trim of the torn bytes)
+    assert log.closed and segment._file.closed
+    assert not list((tmp_path / "t-0").glob("*.snapshot"))
+    assert (tmp_path / "t-0" / "00000000000000000000.log").stat().st_size == size + 100
+    # Opened again after an unclean shutdown (its manager writes no marker for it): the
+    # recovery cuts the torn batch, and the log takes appends again.
+    reopened = Log.open(tmp_path / "t-0", LogConfig(), had_clean_shutdown=False)
+    assert reopened.log_end_offset == 30 and reopened.active_segment.size == size
+    reopened.append_batches_as_leader(more)
+    assert _values(reopened) == [b"value-%06d" % i for i in range(60)]
     reopened.close()
 
 
-def test_a_failed_fsync_is_a_storage_error(tmp_path, monkeypatch):
+def test_a_failed_fsync_is_never_retried(tmp_path, monkeypatch):
+    """fsyncgate: after a failed fsync the kernel may have dropped the pages it could not
+    write and marked them clean, so a second fsync would succeed without them. The log goes
+    offline instead: its recovery point stays, no later flush or close fsyncs it again."""
     log = Log.open(tmp_path / "t-0", LogConfig(fsync_on_produce=False))
     log.append_batches_as_leader(_batches(2))
+    calls = []
 
     def fsync(fd):
+        calls.append(fd)
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(os, "fsync", fsync)
     with pytest.raises(KafkaStorageError) as e:
         log.flush()
-    assert e.value.errno == errno.EIO and "Error while flushing" in str(e.value)
+    assert e.value.errno == errno.EIO and str(e.value).startswith("Error while flushing ")
     assert log.recovery_point == 0  # not moved: nothing was made durable
+    failed_calls = len(calls)
     monkeypatch.undo()
-    log.flush()
-    assert log.recovery_point == 20
+    monkeypatch.setattr(os, "fsync", lambda fd: calls.append(fd))
+    with pytest.raises(KafkaStorageError, match="offline since an I/O error"):
+        log.flush()
     log.close()
+    assert len(calls) == failed_calls and log.recovery_point == 0
 
 
 def test_a_close_whose_snapshot_fails_still_closes_the_segments(tmp_path, monkeypatch):
@@ -168,3 +195,35 @@ def test_the_error_that_ends_a_with_block_is_the_one_raised_when_closing_fails_t
         with Log.open(tmp_path / "t-0", LogConfig()) as log:
             log.append_batches_as_leader(_batches(1, start=10))
             monkeypatch.setattr(producer_state, "write_snapshot_file", refuse)
+
+
+def test_a_manager_with_an_offline_log_vouches_only_for_what_it_made_durable(tmp_path, monkeypatch):
+    """A log that went offline counts in the high watermark checkpoint only up to its
+    recovery point (what was fsynced before the failure), and its manager's close writes no
+    checkpoint and no clean-shutdown marker, without raising again (the failure was raised
+    when it happened)."""
+    from plog.formats.checkpoints import parse_offset_checkpoint
+
+    d = tmp_path / "logs"
+    lm = LogManager([d])
+    log = lm.get_or_create_log(("t", 0), config={"plog.fsync.on.produce": "false"})
+    log.append_batches_as_leader(_batches(1))
+    log.flush()
+    log.append_batches_as_leader(_batches(1, start=10))  # high watermark 20, durable 10
+
+    def fsync(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(KafkaStorageError):
+        log.flush()
+    monkeypatch.undo()
+    assert (log.high_watermark, log.recovery_point) == (20, 10)
+    lm.checkpoint_high_watermarks()
+    hw = parse_offset_checkpoint((d / "replication-offset-checkpoint").read_bytes())
+    assert hw == {("t", 0): 10}
+    lm.close()
+    assert lm.closed and log.closed
+    assert not (d / ".kafka_cleanshutdown").exists()
+    with LogManager([d]) as again:  # recovers, from the recovery point written before
+        assert again.get_or_create_log(("t", 0)).log_end_offset == 20
