@@ -93,8 +93,9 @@ def _storage_io(action: str, *, flush: bool = False):
                 return method(self, *args, **kwargs)
             except OSError as e:
                 error = KafkaStorageError.from_os_error(e, action, self.dir)
-                self.failure = failure or error
+                # (This order: a thread that sees the failure sees whether a flush failed.)
                 self._flush_failed = self._flush_failed or flush
+                self.failure = failure or error
                 raise error from e
 
         return run
