@@ -29,6 +29,7 @@ Commands that change data never get a case that succeeds, so the shared data sta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -58,6 +59,7 @@ from cli_fixtures import (  # noqa: E402
 from cli_run import plog  # noqa: E402
 
 from plog.cli.command_tree import command_tree  # noqa: E402
+from plog.formats.checkpoints import parse_offset_checkpoint  # noqa: E402
 
 NOBODY = 65534
 
@@ -799,24 +801,33 @@ def test_full_disk_after_some_rounds(tiny_tmpfs, path, keyed):
     data = ("".join(f"k{i % 7}\t{line}" for i, line in enumerate(lines.splitlines(keepends=True)))
             if keyed else lines).encode()
     first = len(data) // 6  # 2 MB, then a pause: that round is acknowledged before more comes
+    first_lines = data[:first].count(b"\n")
+    hw_file = dd / "broker-1" / "replication-offset-checkpoint"
     p = subprocess.Popen([plog_exe(), "produce", "t", *(["-K"] if keyed else []), *d], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    p.stdin.write(data[:first])
+    p.stdin.flush()
+    # The input pauses here: produce sends what it holds and checkpoints the high watermark.
+    # Waited for, not slept on, so a loaded machine cannot merge both parts into one round.
+    deadline = time.monotonic() + 60
+    while parse_offset_checkpoint(hw_file.read_bytes()).get(("t", 0), 0) < first_lines:
+        assert time.monotonic() < deadline and p.poll() is None, "the first part was never acknowledged"
+        time.sleep(0.01)
     try:
-        p.stdin.write(data[:first])
-        p.stdin.flush()
-        time.sleep(0.5)
         p.stdin.write(data[first:])
         p.stdin.close()
-    except BrokenPipeError:
-        pass
-    err = p.stderr.read().decode()
+    except BrokenPipeError:  # plog stopped at the full disk before reading all of it: expected
+        with contextlib.suppress(BrokenPipeError):
+            p.stdin.close()  # (closes the pipe even though its unflushed rest cannot go)
+    with p.stderr:
+        err = p.stderr.read().decode()
     code = p.wait(timeout=120)
     segment = str(dd / "broker-1" / "t-0" / "00000000000000000000.log")
     check(1, [f"Error while appending to {segment}: No space left on device", "before it"],
           code, err, "produce onto a disk that fills up")
     assert "plog: error: line " not in err
     produced = re.search(r"produced (\d+) record\(s\) to t", err)
-    assert produced and int(produced.group(1)) >= data[:first].count(b"\n"), err
+    assert produced and int(produced.group(1)) >= first_lines, err
     code, out, err = run(["consume", "t", "-e", "-q", *d])
     assert code == 0, err
     got = out.decode().splitlines()
