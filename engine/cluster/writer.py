@@ -555,13 +555,13 @@ class ClusterWriter:
         return [(log, future) for (log, _), future in zip(early, futures)]
 
     def _start_all(self, calls: list) -> list:
-        """Submit ``calls`` to the fsync pool (made on first use); their futures."""
+        """Submit ``calls`` to the fsync pool (made on first use); their tasks."""
         if not calls:
             return []
         if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
+            from plog.engine.threads import ThreadPool
 
-            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="plog-fsync")
+            self._pool = ThreadPool(8, "plog-fsync")
         return [self._pool.submit(call) for call in calls]
 
     @staticmethod
@@ -574,8 +574,8 @@ class ClusterWriter:
                 raise e
 
     def flush_in_background(self):
-        """:meth:`flush` on a thread of its own; returns its ``concurrent.futures.Future``
-        (its result: None, or the failure :meth:`flush` raised).
+        """:meth:`flush` on a thread of its own; returns its :class:`~plog.engine.threads.Task`
+        (``exception()``: None, or the failure :meth:`flush` raised).
 
         For a producer that fills its next round while the disk commits this one: the
         caller's work meanwhile must not touch this writer's logs, and the appends flushed
@@ -583,9 +583,9 @@ class ClusterWriter:
         other call of this writer that reads or writes the logs waits for it first."""
         self._settle()
         if self._flusher is None:
-            from concurrent.futures import ThreadPoolExecutor
+            from plog.engine.threads import ThreadPool
 
-            self._flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plog-flush")
+            self._flusher = ThreadPool(1, "plog-flush")
         if self._fsyncs_only():
             # No follower fetches: the high watermarks move now, on this thread, and the round
             # left to the flush thread is fsyncs below the ends taken here, the checkpoint of
@@ -662,10 +662,8 @@ class ClusterWriter:
         future = self._flushing
         if future is None or threading.get_ident() == self._flusher_ident:
             return
-        from concurrent.futures import wait
-
         with uninterrupted():
-            wait([future])
+            future.exception()  # waits; the outcome stays with the future, for its caller
             self._flushing = None
             self._beside = False
 
