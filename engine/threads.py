@@ -68,15 +68,14 @@ class ThreadPool:
         with self._cond:
             if self._closed:
                 raise RuntimeError("cannot submit to a pool that was shut down")
-            self._calls.append((task, fn, args))
-            if self._idle > len(self._calls) - 1:
-                self._cond.notify()
-            elif len(self._threads) < self.max_workers:
+            if self._idle <= len(self._calls) and len(self._threads) < self.max_workers:
+                # Started before the call is queued: a thread that cannot start raises here
+                # with nothing left behind.
                 thread = threading.Thread(target=self._run, name=f"{self.name}-{len(self._threads)}", daemon=True)
-                self._threads.append(thread)
                 thread.start()
-            else:
-                self._cond.notify()
+                self._threads.append(thread)
+            self._calls.append((task, fn, args))
+            self._cond.notify()
         return task
 
     def shutdown(self, wait: bool = True) -> None:
