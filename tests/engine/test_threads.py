@@ -84,3 +84,21 @@ def test_produce_does_not_import_concurrent_futures(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_a_thread_that_cannot_start_leaves_nothing_queued(monkeypatch):
+    pool = ThreadPool(1, "t")
+    real_start = threading.Thread.start
+
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with pytest.raises(RuntimeError, match="can't start"):
+        pool.submit(print, "never")
+    assert not pool._calls and not pool._threads
+    monkeypatch.setattr(threading.Thread, "start", real_start)
+    done = []
+    pool.submit(done.append, 1).result()
+    pool.shutdown()
+    assert done == [1]
