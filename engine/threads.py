@@ -36,6 +36,12 @@ class Task:
     def done(self) -> bool:
         return self._done.is_set()
 
+    def finish(self, error: BaseException | None = None) -> None:
+        """End a task made by hand (``Task()``), whose work runs on more than one thread:
+        those waiting in :meth:`exception` get ``error`` (None: it succeeded)."""
+        self._error = error
+        self._done.set()
+
     def exception(self) -> BaseException | None:
         """Wait for the call to end; its exception, or None when it returned."""
         self._done.wait()
@@ -99,9 +105,9 @@ class ThreadPool:
                     cond.wait()
                     self._idle -= 1
                 task, fn, args = calls.popleft()
+            error = None
             try:
                 fn(*args)
             except BaseException as e:  # noqa: BLE001 - kept for Task.exception, as a Future does
-                task._error = e
-            finally:
-                task._done.set()
+                error = e
+            task.finish(error)

@@ -235,6 +235,9 @@ class Producer:
         self._writer = None
         #: (batches, future): the round whose flush runs in the background (_send_ready)
         self._inflight: tuple | None = None
+        #: (batches, future): the round sent before _inflight and not yet acknowledged (a
+        #: replicated round, whose fsyncs run beside the next one's replication)
+        self._behind: tuple | None = None
         #: partition -> the failure that stopped a batch to it; later batches to it are not
         #: sent (an interrupted or failed round must not leave a gap before later records).
         self._failed: dict[TopicPartition, BaseException] = {}
@@ -683,6 +686,17 @@ class Producer:
                 # Then this round's own flush, with no stop between the two: it is in the log
                 # already, so it goes in flight (or is flushed) and a stop surfaces after.
                 with uninterrupted():
+                    if pipelined and failure is None and self.hold_lock and writer.flushes_in_phases:
+                        # A replicated round (ClusterWriter._flush_in_phases): this one's flush
+                        # starts now, its replication beside the fsyncs of the one before,
+                        # which is acknowledged at the next round, while the caller fills it;
+                        # the one before that is acknowledged now, or fails (and those sent
+                        # after it with it: _settle_round).
+                        oldest, self._behind = self._behind, self._inflight
+                        self._inflight = (ready, writer.flush_in_background())
+                        if oldest is not None:
+                            self._settle_round(*oldest)
+                        return
                     self._await_round()
                     if pipelined and failure is None and self.hold_lock:
                         self._inflight = (ready, writer.flush_in_background())
@@ -721,18 +735,40 @@ class Producer:
         if self._inflight is None:
             return
         with uninterrupted():
-            (ready, future), self._inflight = self._inflight, None
-            failure = future.exception()
-            if failure is not None:
-                self._fail(ready, failure)
-                writer, self._writer = self._writer, None
-                if writer is not None:
-                    try:
-                        writer.close()
-                    except BaseException as e:
-                        for batch in ready:
-                            batch.error = batch.error or e
-            self._finish_round(ready, failure)
+            while self._inflight is not None:  # the oldest first: _behind, then _inflight
+                if self._behind is not None:
+                    oldest, self._behind = self._behind, None
+                else:
+                    oldest, self._inflight = self._inflight, None
+                self._settle_round(*oldest)
+
+    def _settle_round(self, ready: list[_Batch], future) -> None:
+        """Acknowledge ``ready`` once ``future`` (its flush) is done, or raise its failure.
+        A failure closes the held writer, after the rounds sent after this one, if any
+        (:attr:`_behind`, :attr:`_inflight`: flushes started beside this one's), ended:
+        they fail too."""
+        failure = future.exception()
+        if failure is not None:
+            self._fail(ready, failure)
+            later = [r for r in (self._behind, self._inflight) if r is not None]
+            self._behind = self._inflight = None
+            for _, after in later:
+                after.exception()  # its flush ended (failed, or done but past a gap)
+            for after_ready, _ in later:
+                self._fail(after_ready, ProducerError(f"not sent: an earlier batch failed ({failure})"))
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                try:
+                    writer.close()
+                except BaseException as e:
+                    for batch in ready:
+                        batch.error = batch.error or e
+            for after_ready, _ in later:
+                try:
+                    self._finish_round(after_ready, failure)
+                except BaseException:  # noqa: BLE001 - that round's failure is this one's, raised below
+                    pass
+        self._finish_round(ready, failure)
 
     @staticmethod
     def _fail(ready: list[_Batch], e: BaseException) -> None:

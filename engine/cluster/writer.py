@@ -11,6 +11,11 @@ Invariants:
   followers on running, unpaused brokers fetch (engine.cluster.replication), the high
   watermark moves and ``acks=all`` appends are checked against it.
 * A stopped or crashed broker's directory is never opened.
+* A round flushed in the background (:meth:`ClusterWriter.flush_in_background`) is
+  acknowledged only after its own fsyncs and checkpoint and after the round before it;
+  appends of the next round run beside its fsyncs, never beside its followers' fetches
+  from the leader; a high-watermark checkpoint never holds more than the rounds whose
+  fsyncs it follows.
 """
 
 from __future__ import annotations
@@ -84,6 +89,11 @@ class ClusterWriter:
         self._flushing = None
         self._flusher = None  # its thread, made on first use
         self._flusher_ident = None
+        #: Set when the flush in flight, a replicated round flushed in two phases
+        #: (_flush_in_phases), is done replicating: the next round's appends may go beside
+        #: its fsyncs and checkpoints, which run on the committer's thread.
+        self._replicated: threading.Event | None = None
+        self._committer = None  # that thread, made on first use
         #: The flush in flight only fsyncs and checkpoints below offsets taken when it
         #: started: appends may run beside it (:meth:`flush_in_background`, :meth:`beside_flush`).
         self._beside = False
@@ -580,12 +590,24 @@ class ClusterWriter:
         For a producer that fills its next round while the disk commits this one: the
         caller's work meanwhile must not touch this writer's logs, and the appends flushed
         are acknowledged only once the future is done (durability is :meth:`flush`'s). Any
-        other call of this writer that reads or writes the logs waits for it first."""
-        self._settle()
+        other call of this writer that reads or writes the logs waits for it first.
+
+        A replicated round in a plog data directory is flushed in two phases
+        (:meth:`_flush_in_phases`): its replication first, on the flush thread; then its
+        fsyncs, high-watermark checkpoint and acks check, on the committer's thread, in order
+        after the round before's. Appends of the next round wait for the first phase only,
+        and the next round's replication runs beside this round's fsyncs."""
+        phases = self._in_phases()
+        if phases and self._replicated is not None and self._flushing is not None:
+            self._await_replicated()  # the round in flight may still be committing: beside it
+        else:
+            self._settle()
         if self._flusher is None:
             from plog.engine.threads import ThreadPool
 
             self._flusher = ThreadPool(1, "plog-flush")
+        if phases:
+            return self._flush_in_phases()
         if self._fsyncs_only():
             # No follower fetches: the high watermarks move now, on this thread, and the round
             # left to the flush thread is fsyncs below the ends taken here, the checkpoint of
@@ -601,6 +623,87 @@ class ClusterWriter:
             return future
         self._flushing = future = self._flusher.submit(self._flush_on_thread)
         return future
+
+    def _in_phases(self) -> bool:
+        """True when this round's flush replicates, in a plog data directory (whose high
+        watermarks only a flush moves): :meth:`_flush_in_phases`."""
+        if self.data_dir.kafka_log_dir or self._reordering or not self._dirty:
+            return False
+        return any(self._followed(tp) for tp in self._dirty)
+
+    def _flush_in_phases(self):
+        """:meth:`flush_in_background` of a replicated round, in two phases (see there);
+        returns the Task that ends with the second. Invariants: the round is acknowledged
+        (the Task done without error) only after its fsyncs and its checkpoint and after the
+        round before's (whose failure fails it); its checkpoint holds the high watermarks of
+        the moment its replication ended, never those a later round's replication reached;
+        nothing appends to a leader while its followers fetch from it."""
+        from plog.engine.threads import Task, ThreadPool
+
+        if self._pool is None:  # made here, not by whichever of two threads needs it first
+            self._pool = ThreadPool(8, "plog-fsync")
+        if self._committer is None:
+            self._committer = ThreadPool(1, "plog-commit")
+        previous, replicated, done = self._flushing, threading.Event(), Task()
+        self._replicated, self._beside, self._flushing = replicated, False, done
+        self._flusher.submit(self._replicate_round, previous, replicated, done)
+        return done
+
+    def _replicate_round(self, previous, replicated: threading.Event, done) -> None:
+        """The first phase (flush thread): the leaders' fsyncs started, the followers'
+        fetches until caught up (the high watermarks move), then what the second phase needs
+        taken at once: the round's logs and their ends, each broker's high watermarks."""
+        self._flusher_ident = threading.get_ident()  # its own calls of this writer do not wait
+        try:
+            early = self._flush_leaders_early()
+            try:
+                self._replicate_dirty()
+                dirty, acks = self._dirty, self._acks
+                self._dirty, self._acks = {}, []
+                written, managers = self._written(dirty)
+                ends = [(log, log.log_end_offset) for log in written if all(log is not led for led, _ in early)]
+                captured = [(lm, lm.high_watermarks()) for lm in managers]
+            except BaseException:
+                self._join([f for _, f in early], raise_first=False)  # no fsync left running
+                raise
+        except BaseException as e:
+            replicated.set()
+            if previous is not None:
+                previous.exception()  # ended in order: nothing of the round before still runs
+            done.finish(e)
+            return
+        replicated.set()  # the next round's appends may go now
+        self._committer.submit(self._commit_round, previous, early, ends, captured, dirty, acks, done)
+
+    def _commit_round(self, previous, early: list, ends: list, captured: list, dirty: dict, acks: list,
+                      done) -> None:
+        """The second phase (committer thread), after the round before's: the followers'
+        fsyncs below the ends taken, the leaders' started earlier, the checkpoint of the
+        high watermarks captured, the acks check. A failure gives the round's partitions back
+        to the writer's dirty ones (the close flushes and checkpoints them again)."""
+        error = None
+        try:
+            failure = None if previous is None else previous.exception()
+            if failure is not None:
+                raise failure  # the round before failed: this one, appended after it, fails too
+            try:
+                self._all_at_once([partial(log.maybe_flush, end) for log, end in ends if not log.closed])
+            finally:
+                self._join([f for _, f in early], raise_first=False)
+            self._join([f for _, f in early])
+            self._all_at_once([partial(lm.checkpoint_high_watermarks, hws) for lm, hws in captured])
+            self._check_acks(acks, dirty)
+        except BaseException as e:  # noqa: BLE001 - the round's outcome, for its Task
+            error = e
+            for tp, logs in dirty.items():
+                self._dirty.setdefault(tp, logs)
+        done.finish(error)
+
+    def _await_replicated(self) -> None:
+        replicated = self._replicated
+        if replicated is not None and threading.get_ident() != self._flusher_ident:
+            with uninterrupted():
+                replicated.wait()
 
     def _fsyncs_only(self) -> bool:
         """True when this round's flush has nothing to replicate: every partition it wrote
@@ -645,8 +748,15 @@ class ClusterWriter:
 
     @property
     def appends_beside_flush(self) -> bool:
-        """True while the flush in flight lets appends run beside it (:meth:`beside_flush`)."""
-        return self._flushing is not None and self._beside
+        """True while the flush in flight lets appends run beside it (:meth:`beside_flush`):
+        one that only fsyncs, or one in two phases (beside its second)."""
+        return self._flushing is not None and (self._beside or self._replicated is not None)
+
+    @property
+    def flushes_in_phases(self) -> bool:
+        """True while the flush in flight is a replicated round's in two phases: the next
+        round's flush may start before it is done (:meth:`flush_in_background`)."""
+        return self._flushing is not None and self._replicated is not None
 
     def _settle(self) -> None:
         """Wait for the flush :meth:`flush_in_background` started (its outcome stays with
@@ -654,8 +764,12 @@ class ClusterWriter:
         next (an append, a close) must not run beside it, but for appends in a
         :meth:`beside_flush` block while that flush only fsyncs (which :meth:`_wait_flush`
         still makes wait where they would open something)."""
-        if self._appending and self._beside:
-            return  # an append beside a round that only fsyncs (beside_flush)
+        if self._appending:
+            if self._beside:
+                return  # an append beside a round that only fsyncs (beside_flush)
+            if self._replicated is not None:
+                self._await_replicated()
+                return  # beside the second phase of a round in two phases
         self._wait_flush()
 
     def _wait_flush(self) -> None:
@@ -666,6 +780,7 @@ class ClusterWriter:
             future.exception()  # waits; the outcome stays with the future, for its caller
             self._flushing = None
             self._beside = False
+            self._replicated = None
 
     @whole
     def _all_at_once(self, calls: list) -> None:
@@ -690,9 +805,11 @@ class ClusterWriter:
         try:
             self.flush()
         finally:
-            flusher, self._flusher = self._flusher, None
-            if flusher is not None:
-                flusher.shutdown(wait=True)
+            for name in ("_flusher", "_committer"):
+                threads = getattr(self, name)
+                setattr(self, name, None)
+                if threads is not None:
+                    threads.shutdown(wait=True)
             managers, self._managers = self._managers, {}
             error, stop = self._maintain(managers.values())
             # Every manager this writer built: those it holds and any a stop orphaned (see

@@ -479,9 +479,17 @@ class LogManager:
         OffsetCheckpointFile(path).write(offsets)
         self._on_disk[path] = dict(offsets)
 
-    def checkpoint_high_watermarks(self) -> None:
+    def high_watermarks(self) -> dict:
+        """Each open log's high watermark now: what :meth:`checkpoint_high_watermarks` may be
+        given later, when the logs have moved on (a writer's round flushed in two phases)."""
+        return {tp: log.high_watermark for tp, log in list(self.logs.items())}
+
+    def checkpoint_high_watermarks(self, captured: dict | None = None) -> None:
         """Write only ``replication-offset-checkpoint`` (what readers bound consumption by),
-        keeping the values of partitions this manager has not opened."""
+        keeping the values of partitions this manager has not opened. ``captured``: the
+        values of :meth:`high_watermarks` taken earlier, written instead of the logs' current
+        ones (a log opened since keeps its checkpointed value): a round made durable up to
+        then checkpoints no more, while the next round's replication moves them on."""
         # Copies of the maps, taken at once: this may run on a writer's flush thread beside
         # appends (ClusterWriter.flush_in_background), where nothing opens a log, but a
         # dictionary walked while another thread adds to it would raise.
@@ -489,9 +497,14 @@ class LogManager:
         for log_dir in self.log_dirs:
             old_hw = self._checkpoints.get(log_dir, ({}, {}, {}))[2]
             hws = {tp: old_hw[tp] for tp, (d, _) in unloaded if d == log_dir and tp in old_hw}
-            # An offline log (an I/O error) vouches for no more than it made durable before it.
-            hws.update({tp: log.high_watermark if log.failure is None else min(log.high_watermark, log.recovery_point)
-                        for tp, log in logs if dir_of[tp] == log_dir})
+            for tp, log in logs:
+                if dir_of[tp] != log_dir:
+                    continue
+                hw = log.high_watermark if captured is None else captured.get(tp, old_hw.get(tp))
+                if hw is None:
+                    continue
+                # An offline log (an I/O error) vouches for no more than it made durable before it.
+                hws[tp] = hw if log.failure is None else min(hw, log.recovery_point)
             self._write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, hws)
 
     def abandon(self) -> None:

@@ -31,9 +31,18 @@ def dd(tmp_path):
 
 def _patch_background_flush(monkeypatch, before=None, after=None):
     """Call ``before(self)`` and ``after(self)`` around the writer's flushes in the
-    background: a round with followers (``_flush`` off the main thread) and a round that
-    only fsyncs, beside the next appends (``_flush_round``)."""
+    background: a round with followers (``_flush`` off the main thread, or the replication
+    of a round in two phases, ``_replicate_round``) and a round that only fsyncs, beside the
+    next appends (``_flush_round``)."""
     real_flush, real_round = ClusterWriter._flush, ClusterWriter._flush_round
+    real_replicate = ClusterWriter._replicate_round
+
+    def replicate(self, *args):
+        if before:
+            before(self)
+        real_replicate(self, *args)
+
+    monkeypatch.setattr(ClusterWriter, "_replicate_round", replicate)
 
     def around(self, real, *args):
         if before:
@@ -160,7 +169,7 @@ def test_the_next_round_is_appended_beside_a_round_that_only_fsyncs(dd, gated_fl
     p.close()
 
 
-def test_a_round_with_followers_is_not_appended_beside(tmp_path, gated_flush):
+def test_a_round_with_followers_is_appended_beside_only_once_replicated(tmp_path, gated_flush):
     d = DataDir.init(tmp_path / "d", brokers=3)
     d.create_topic("t", replica_assignment={0: [1, 2, 3]})
     gate, started = gated_flush
@@ -168,12 +177,58 @@ def test_a_round_with_followers_is_not_appended_beside(tmp_path, gated_flush):
     w.append(("t", 0), _batch())
     w.flush_in_background()
     assert started.wait(10)
-    assert not w.appends_beside_flush
+    assert w.flushes_in_phases
     threading.Timer(0.3, gate.set).start()
     with w.beside_flush():
         t0 = time.monotonic()
         w.append_batches(("t", 0), [_batch()])  # the followers' fetches: it waits
     assert time.monotonic() - t0 >= 0.25
+    w.close()
+
+
+def test_a_replicated_round_commits_beside_the_next_one(tmp_path, monkeypatch):
+    """A round in two phases: once replicated, the next round is appended and replicated
+    while the first one's fsyncs and checkpoint wait (here for a gate); neither round is
+    acknowledged before its own commit, the first checkpoint holds the first round's high
+    watermark although the second's replication moved it on, and the commits end in order."""
+    from plog.engine.storage.checkpoints import OffsetCheckpointFile
+
+    d = DataDir.init(tmp_path / "d", brokers=3)
+    d.create_topic("t", replica_assignment={0: [1, 2, 3]})
+    gates = [threading.Event(), threading.Event()]
+    committing: list[threading.Event] = [threading.Event(), threading.Event()]
+    real_commit = ClusterWriter._commit_round
+
+    def commit(self, *args):
+        k = sum(e.is_set() for e in committing)
+        committing[k].set()
+        assert gates[k].wait(10)
+        real_commit(self, *args)
+
+    def checkpointed():
+        return [list(OffsetCheckpointFile(d.broker_log_dir(b) / "replication-offset-checkpoint").read().values())
+                for b in (1, 2, 3)]
+
+    monkeypatch.setattr(ClusterWriter, "_commit_round", commit)
+    w = d.writer(5)
+    w.append(("t", 0), _batch())
+    first = w.flush_in_background()
+    assert committing[0].wait(10)  # replicated; its commit waits
+    t0 = time.monotonic()
+    with w.beside_flush():
+        w.append_batches(("t", 0), [_batch()])  # beside the first commit: no wait
+    second = w.flush_in_background()  # its replication runs now, beside the first commit
+    assert time.monotonic() - t0 < 5
+    time.sleep(0.2)
+    assert not first.done() and not second.done()
+    assert checkpointed() == [[0], [0], [0]]  # nothing checkpointed before a commit
+    gates[0].set()
+    assert first.exception() is None
+    assert not second.done()  # its replication may be over, its commit is not
+    assert checkpointed() == [[1], [1], [1]]  # the first round's high watermark, not the second's
+    gates[1].set()
+    assert second.exception() is None
+    assert checkpointed() == [[2], [2], [2]]
     w.close()
 
 
