@@ -603,9 +603,12 @@ class ClusterWriter:
         else:
             self._settle()
         if self._flusher is None:
-            from plog.engine.threads import ThreadPool
+            from plog.engine.threads import ThreadPool, shorten_switch_interval
 
             self._flusher = ThreadPool(1, "plog-flush")
+            # Until close: the flush thread takes the GIL back after each system call while
+            # the caller holds it filling the next round (engine/threads.py).
+            shorten_switch_interval()
         if phases:
             return self._flush_in_phases()
         if self._fsyncs_only():
@@ -805,11 +808,16 @@ class ClusterWriter:
         try:
             self.flush()
         finally:
+            flusher = self._flusher
             for name in ("_flusher", "_committer"):
                 threads = getattr(self, name)
                 setattr(self, name, None)
                 if threads is not None:
                     threads.shutdown(wait=True)
+            if flusher is not None:
+                from plog.engine.threads import restore_switch_interval
+
+                restore_switch_interval()
             managers, self._managers = self._managers, {}
             error, stop = self._maintain(managers.values())
             # Every manager this writer built: those it holds and any a stop orphaned (see

@@ -102,3 +102,57 @@ def test_a_thread_that_cannot_start_leaves_nothing_queued(monkeypatch):
     pool.submit(done.append, 1).result()
     pool.shutdown()
     assert done == [1]
+
+
+def test_the_switch_interval_is_short_while_any_holder_holds_it(monkeypatch):
+    """Nested holders: shortened by the first, put back by the last; an interval changed by
+    someone else meanwhile is left as it is."""
+    import sys
+
+    from plog.engine import threads
+
+    before = sys.getswitchinterval()
+    monkeypatch.setattr(threads, "_switch_holders", 0)
+    try:
+        sys.setswitchinterval(0.005)
+        threads.shorten_switch_interval()
+        threads.shorten_switch_interval()
+        assert sys.getswitchinterval() == pytest.approx(threads.BACKGROUND_SWITCH_INTERVAL_S)
+        threads.restore_switch_interval()
+        assert sys.getswitchinterval() == pytest.approx(threads.BACKGROUND_SWITCH_INTERVAL_S)
+        threads.restore_switch_interval()
+        assert sys.getswitchinterval() == pytest.approx(0.005)
+        threads.restore_switch_interval()  # one too many: nothing happens
+        assert sys.getswitchinterval() == pytest.approx(0.005)
+
+        threads.shorten_switch_interval()
+        sys.setswitchinterval(0.002)  # the application's own choice, made meanwhile
+        threads.restore_switch_interval()
+        assert sys.getswitchinterval() == pytest.approx(0.002)
+
+        sys.setswitchinterval(0.0001)  # already shorter: left alone, and not "restored"
+        threads.shorten_switch_interval()
+        assert sys.getswitchinterval() == pytest.approx(0.0001)
+        threads.restore_switch_interval()
+        assert sys.getswitchinterval() == pytest.approx(0.0001)
+    finally:
+        sys.setswitchinterval(before)
+
+
+def test_a_writer_flushing_in_the_background_shortens_the_interval_until_it_closes(tmp_path):
+    import sys
+
+    from plog.engine import threads
+    from plog.engine.cluster.data_dir import DataDir
+    from plog.formats.record_batch import encode_batch
+
+    before = sys.getswitchinterval()
+    d = DataDir.init(tmp_path / "d", brokers=1)
+    d.create_topic("t", replica_assignment={0: [1]})
+    w = d.writer(5)
+    w.append(("t", 0), encode_batch([(0, 0, None, b"x")]))
+    assert sys.getswitchinterval() == pytest.approx(before)  # no flush thread yet
+    assert w.flush_in_background().exception() is None
+    assert sys.getswitchinterval() == pytest.approx(min(before, threads.BACKGROUND_SWITCH_INTERVAL_S))
+    w.close()
+    assert sys.getswitchinterval() == pytest.approx(before)
