@@ -16,11 +16,13 @@ What a record goes through, as in ``KafkaProducer``:
    (a group commit) and only then are the records acknowledged.
 
 No sender thread: ``linger.ms`` is checked when a record is sent, and a caller that stops
-sending calls :meth:`flush` (or ``poll``) to push what lingers. With ``hold_lock`` a full
-round's flush runs on the writer's thread while the next round fills, and with replication
-factor 1 while it is appended too (``ClusterWriter.flush_in_background``); a round is still
-acknowledged only after its own fsyncs, in order, and a round appended beside one that fails
-fails with it. ``acks`` in the
+sending calls :meth:`flush` (or ``poll``) to push what lingers. With ``hold_lock`` a round's
+flush (a full round's, or what lingered at ``linger.ms``, which Kafka's sender also sends
+while the caller goes on) runs on the writer's thread while the next round fills; with
+replication factor 1 while the next round is appended too, with followers while it is
+appended and replicated once this one's fetches are over (``ClusterWriter.flush_in_background``).
+A round is still acknowledged only after its own fsyncs, in order, and a round sent after
+one that fails fails with it. ``acks`` in the
 embedded case: every replica is written before a send round returns, and with
 ``plog.fsync.on.produce`` (the default) fsynced too, so ``acks=0``, ``1`` and ``all`` all
 mean "on every replica's disk" and are accepted for compatibility only.
@@ -368,7 +370,7 @@ class Producer:
             if self._first_linger_ms is None:
                 self._first_linger_ms = now
             elif now - self._first_linger_ms >= self.linger_ms:
-                self.flush()
+                self._linger_send()
         return count
 
     def send_many(self, topic: str, records, partition: int | None = None) -> int:
@@ -458,9 +460,20 @@ class Producer:
         if self._first_linger_ms is None:
             self._first_linger_ms = now
         if now - self._first_linger_ms >= self.linger_ms:
-            self.flush()
+            self._linger_send()
         elif self._ready_bytes >= self.round_bytes:
             self._send_ready(pipelined=True)
+
+    def _linger_send(self) -> None:
+        """linger.ms is up: every batch goes, full or not, as a round of its own. With
+        ``hold_lock`` that round's flush runs in the background like a full round's
+        (:meth:`_send_ready`), as Kafka's sender sends lingered batches while the caller
+        goes on: acknowledged at the next round or :meth:`flush`, never before its fsync."""
+        if not self._open and not self._ready:
+            return
+        for batch in list(self._open.values()):
+            self._close_batch(batch)
+        self._send_ready(pipelined=True)
 
     def _linger_check(self, send_style: bool = False) -> None:
         """linger.ms up: everything goes. ``send_values``' check at the end of a call, or
@@ -471,7 +484,7 @@ class Producer:
             if not send_style:
                 return
         if now - self._first_linger_ms >= self.linger_ms:
-            self.flush()
+            self._linger_send()
 
     def _send_values_native(self, topic: str, values, partition: int | None, n: int, limit: int) -> int:
         values = values if type(values) is list else list(values)
@@ -649,6 +662,8 @@ class Producer:
         ready, self._ready, self._ready_bytes = self._ready, [], 0
         self._first_linger_ms = None if not self._open else time.monotonic() * 1000
         if not ready:
+            # Nothing to append beside the round in flight: a flush waits for it here.
+            self._await_round()
             return
         writer = self._writer
         own_writer = writer is None

@@ -240,6 +240,61 @@ def _error(future):
     return None
 
 
+def test_a_lingered_round_goes_in_flight_like_a_full_one(dd, gated_flush):
+    """linger.ms up with ``hold_lock``: what lingers goes as a round whose flush runs in the
+    background while the caller goes on (Kafka's sender sends it as the caller sends more),
+    acknowledged only once that flush is done, at the next round or flush."""
+    gate, started = gated_flush
+    p = Producer(dd, hold_lock=True, linger_ms=0)
+    p.send_values("t", _values(5), partition=0)  # (send_values' rule: the first call starts the clock)
+    assert not started.is_set() and p.records_sent == 0
+    p.send_values("t", _values(5, 5), partition=0)  # linger.ms is up: the 10 records go...
+    assert started.wait(10)
+    assert p.records_sent == 0  # ...in flight: the call returned before their fsync
+    gate.set()
+    p.flush()
+    assert p.records_sent == 10 and p.stats[next(iter(p.stats))] == [0, 9, 10]
+    p.close()
+
+
+def test_without_hold_lock_a_lingered_round_is_acknowledged_before_the_call_returns(dd):
+    p = Producer(dd, linger_ms=0)
+    p.send_values("t", _values(5), partition=0)
+    assert p.records_sent == 0
+    p.send_values("t", _values(5, 5), partition=0)
+    assert p.records_sent == 10  # the round, flushed by the call: nothing is left in flight
+    p.close()
+
+
+def test_a_failed_replicated_round_fails_the_round_committing_after_it(tmp_path, monkeypatch):
+    """Two replicated rounds in flight (the second replicated beside the first's commit):
+    the first's commit fails, so the second, appended after it, is not acknowledged
+    either, whatever its own commit did, and the partition stays failed."""
+    d = DataDir.init(tmp_path / "d", brokers=3)
+    d.create_topic("t", replica_assignment={0: [1, 2, 3]})
+    real_commit = ClusterWriter._commit_round
+    commits = []
+
+    def commit(self, previous, early, ends, captured, dirty, acks, done):
+        commits.append(previous)
+        if len(commits) == 1:
+            self._join([f for _, f in early], raise_first=False)
+            done.finish(NotEnoughReplicasAfterAppendError("acks=all: the ISR shrank meanwhile"))
+            return
+        real_commit(self, previous, early, ends, captured, dirty, acks, done)
+
+    monkeypatch.setattr(ClusterWriter, "_commit_round", commit)
+    p = Producer(d, hold_lock=True, **SMALL_ROUNDS)
+    with pytest.raises(NotEnoughReplicasAfterAppendError):
+        for v in _values(300):
+            p.send("t", v, partition=0)
+    assert len(commits) >= 2 and commits[1] is not None  # the second committed after the first
+    assert p.records_sent == 0
+    with pytest.raises(ProducerError):
+        p.close()
+    assert p.records_sent == 0
+
+
 def test_the_writer_settles_the_background_flush_before_anything_else(dd, gated_flush):
     gate, started = gated_flush
     w = dd.writer(5)
