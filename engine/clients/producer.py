@@ -97,7 +97,9 @@ _FILL_DONE, _FILL_NEED_MORE, _FILL_APPENDED, _FILL_NEED_STICKY, _FILL_TOO_LARGE,
 
 
 def _count(batch: "_Batch") -> int:
-    return len(batch.records) if batch.builder is None else batch.builder.count
+    if batch.builder is not None:
+        return batch.builder.count
+    return batch.count if batch.count >= 0 else len(batch.records)
 
 
 def _item_fields(item) -> tuple:
@@ -128,10 +130,13 @@ class _Batch:
     """A batch being filled or sent. On the reference path its ``records`` are tuples,
     encoded when sent; on the native path ``builder`` (a ``plog._native.RecordsBuilder``)
     holds them already encoded, ``records`` stays empty, and ``size`` is the builder's once
-    the batch is closed. ``deferred``: what the reference encoder raised for one of its
-    records, raised when the batch is encoded, as the reference path raises it."""
+    the batch is closed; once the batch is in the log the builder is let go (its bytes are
+    the log's now) and ``count`` keeps how many records it held. ``deferred``: what the
+    reference encoder raised for one of its records, raised when the batch is encoded, as
+    the reference path raises it."""
 
-    __slots__ = ("tp", "records", "size", "base_offset", "log_append_time", "error", "done", "builder", "deferred")
+    __slots__ = ("tp", "records", "size", "base_offset", "log_append_time", "error", "done", "builder", "deferred",
+                 "count")
 
     def __init__(self, tp: TopicPartition, builder=None):
         self.tp = tp
@@ -143,6 +148,7 @@ class _Batch:
         self.log_append_time = -1
         self.error: BaseException | None = None
         self.done = False
+        self.count = -1  # the native batch's record count, once its builder is let go
 
 
 class FutureRecordMetadata:
@@ -799,7 +805,7 @@ class Producer:
         for batch in ready:  # per batch: a round of 1 M-record produce holds hundreds
             batch.done = True
             if batch.error is None:
-                n = len(batch.records) if batch.builder is None else batch.builder.count
+                n = _count(batch)
                 sent += n
                 st = stats.get(batch.tp)
                 if st is None:
@@ -876,6 +882,11 @@ class Producer:
         for batch, info in zip(batches, infos):
             batch.base_offset = info.first_offset
             batch.log_append_time = info.log_append_time
+            builder = batch.builder
+            if builder is not None:
+                # In the log: its encoded copy is not needed again, while the round waits for
+                # its flush (one or two rounds later) it would hold a round's bytes more.
+                batch.count, batch.builder = builder.count, None
         if self.idempotent:
             self._sequences[tp] = seq
 
