@@ -539,7 +539,7 @@ class ClusterWriter:
         brokers = {log.dir.parent for log in written}
         return written, [lm for lm in self._managers.values() if lm.log_dirs[0] in brokers]
 
-    def _followed(self, tp: TopicPartition) -> bool:
+    def has_followers(self, tp: TopicPartition) -> bool:
         """``tp`` has followers to replicate a round to (a plog data directory's topic with
         more than one replica)."""
         dd = self.data_dir
@@ -556,7 +556,7 @@ class ClusterWriter:
         would run beside it."""
         early = []
         for tp, logs in self._dirty.items():
-            if not logs or not self._followed(tp):
+            if not logs or not self.has_followers(tp):
                 continue
             leader = logs[0]  # the log this round appended to (append, append_batches, replicate)
             if not leader.closed and all(leader is not led for led, _ in early):
@@ -632,7 +632,7 @@ class ClusterWriter:
         watermarks only a flush moves): :meth:`_flush_in_phases`."""
         if self.data_dir.kafka_log_dir or self._reordering or not self._dirty:
             return False
-        return any(self._followed(tp) for tp in self._dirty)
+        return any(self.has_followers(tp) for tp in self._dirty)
 
     def _flush_in_phases(self):
         """:meth:`flush_in_background` of a replicated round, in two phases (see there);
@@ -714,7 +714,7 @@ class ClusterWriter:
         in a Kafka log directory each append moves them)."""
         if self.data_dir.kafka_log_dir or self._reordering:
             return False
-        return not any(self._followed(tp) for tp in self._dirty)
+        return not any(self.has_followers(tp) for tp in self._dirty)
 
     def _flush_on_thread(self) -> None:
         self._flusher_ident = threading.get_ident()  # its own calls of this writer do not wait

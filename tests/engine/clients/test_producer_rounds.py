@@ -240,20 +240,37 @@ def _error(future):
     return None
 
 
-def test_a_lingered_round_goes_in_flight_like_a_full_one(dd, gated_flush):
-    """linger.ms up with ``hold_lock``: what lingers goes as a round whose flush runs in the
-    background while the caller goes on (Kafka's sender sends it as the caller sends more),
-    acknowledged only once that flush is done, at the next round or flush."""
+def test_a_lingered_replicated_round_goes_in_flight_like_a_full_one(tmp_path, gated_flush):
+    """linger.ms up with ``hold_lock``, the partition replicated: what lingers goes as a
+    round whose flush runs in the background while the caller goes on (Kafka's sender sends
+    it as the caller sends more), acknowledged only once that flush is done, at the next
+    round or flush."""
+    d = DataDir.init(tmp_path / "d", brokers=3)
+    d.create_topic("t", replica_assignment={0: [1, 2, 3]})
     gate, started = gated_flush
-    p = Producer(dd, hold_lock=True, linger_ms=0)
+    p = Producer(d, hold_lock=True, linger_ms=0)
     p.send_values("t", _values(5), partition=0)  # (send_values' rule: the first call starts the clock)
-    assert not started.is_set() and p.records_sent == 0
-    p.send_values("t", _values(5, 5), partition=0)  # linger.ms is up: the 10 records go...
+    p.send_values("t", _values(5, 5), partition=0)  # linger.ms is up: the 10 records go, the
+    assert p.records_sent == 10                    # first time through the writer it opens
+    p.send_values("t", _values(5, 10), partition=0)
+    p.send_values("t", _values(5, 15), partition=0)  # ...and now in flight:
     assert started.wait(10)
-    assert p.records_sent == 0  # ...in flight: the call returned before their fsync
+    assert p.records_sent == 10  # the call returned before their fsyncs
     gate.set()
     p.flush()
-    assert p.records_sent == 10 and p.stats[next(iter(p.stats))] == [0, 9, 10]
+    assert p.records_sent == 20 and p.stats[next(iter(p.stats))] == [0, 19, 20]
+    p.close()
+
+
+def test_a_lingered_round_with_one_replica_is_flushed_at_once(dd, gated_flush):
+    """The same with one replica: the lingered round (the small tail of what was sent) is
+    flushed before the call returns, with ``hold_lock`` too (Producer._linger_send)."""
+    gate, started = gated_flush
+    p = Producer(dd, hold_lock=True, linger_ms=0)
+    for k in range(4):
+        p.send_values("t", _values(5, 5 * k), partition=0)
+    assert not started.is_set()  # no flush went to the background
+    assert p.records_sent == 20
     p.close()
 
 
