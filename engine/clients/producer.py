@@ -728,8 +728,8 @@ class Producer:
                         # which is acknowledged at the next round, while the caller fills it;
                         # the one before that is acknowledged now, or fails (and those sent
                         # after it with it: _settle_round).
-                        oldest, self._behind = self._behind, self._inflight
-                        self._inflight = (ready, writer.flush_in_background())
+                        future = writer.flush_in_background()  # (raising here leaves both as they were)
+                        oldest, self._behind, self._inflight = self._behind, self._inflight, (ready, future)
                         if oldest is not None:
                             self._settle_round(*oldest)
                         return

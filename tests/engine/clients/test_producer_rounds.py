@@ -380,3 +380,34 @@ def test_a_stop_while_a_round_is_in_flight_still_acknowledges_it(dd, gated_flush
         assert log.log_end_offset >= len(acknowledged)
     finally:
         log.close()
+
+
+def test_a_replicated_round_whose_flush_cannot_start_fails_alone(tmp_path, monkeypatch):
+    """The flush of a replicated round fails to start (no thread): that round fails, the
+    rounds in flight before it are still acknowledged once, each record counted once."""
+    d = DataDir.init(tmp_path / "d", brokers=3)
+    d.create_topic("t", replica_assignment={0: [1, 2, 3]})
+    real = ClusterWriter.flush_in_background
+    calls = []
+
+    def flaky(self):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("can't start new thread")
+        return real(self)
+
+    monkeypatch.setattr(ClusterWriter, "flush_in_background", flaky)
+    p = Producer(d, hold_lock=True, **SMALL_ROUNDS)
+    futures = []
+    with pytest.raises(RuntimeError):
+        for v in _values(400):
+            futures.append(p.send("t", v, partition=0))
+    try:
+        p.close()
+    except Exception:  # noqa: BLE001 - the partition's earlier failure, raised again
+        pass
+    done = [f for f in futures if f.done() and _error(f) is None]
+    offsets = [f.get().offset for f in done]
+    assert len(calls) >= 3 and done
+    assert offsets == list(range(len(offsets)))  # acknowledged in order, each once
+    assert p.records_sent == len(done)
