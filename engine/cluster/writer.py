@@ -648,8 +648,9 @@ class ClusterWriter:
         if self._committer is None:
             self._committer = ThreadPool(1, "plog-commit")
         previous, replicated, done = self._flushing, threading.Event(), Task()
-        self._replicated, self._beside, self._flushing = replicated, False, done
+        # Submitted first: a flush that cannot start (no thread) leaves nothing in flight.
         self._flusher.submit(self._replicate_round, previous, replicated, done)
+        self._replicated, self._beside, self._flushing = replicated, False, done
         return done
 
     def _replicate_round(self, previous, replicated: threading.Event, done) -> None:
@@ -676,7 +677,17 @@ class ClusterWriter:
             done.finish(e)
             return
         replicated.set()  # the next round's appends may go now
-        self._committer.submit(self._commit_round, previous, early, ends, captured, dirty, acks, done)
+        try:
+            self._committer.submit(self._commit_round, previous, early, ends, captured, dirty, acks, done)
+        except BaseException as e:  # noqa: BLE001 - the round's outcome, for its Task
+            # No committer thread: the round fails, after the round before, with its
+            # partitions given back (the next flush or the close does them again).
+            self._join([f for _, f in early], raise_first=False)
+            if previous is not None:
+                previous.exception()
+            for tp, logs in dirty.items():
+                self._dirty.setdefault(tp, logs)
+            done.finish(e)
 
     def _commit_round(self, previous, early: list, ends: list, captured: list, dirty: dict, acks: list,
                       done) -> None:

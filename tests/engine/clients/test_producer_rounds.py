@@ -411,3 +411,60 @@ def test_a_replicated_round_whose_flush_cannot_start_fails_alone(tmp_path, monke
     assert len(calls) >= 3 and done
     assert offsets == list(range(len(offsets)))  # acknowledged in order, each once
     assert p.records_sent == len(done)
+
+
+def test_a_replicated_round_whose_commit_cannot_start_fails_and_is_flushed_again(tmp_path):
+    """No thread for the second phase: the round's Task ends with that error (nothing waits
+    for a commit that never runs), and its partitions go back to the writer, whose close
+    flushes and checkpoints them."""
+    d = DataDir.init(tmp_path / "d", brokers=3)
+    d.create_topic("t", replica_assignment={0: [1, 2, 3]})
+
+    class NoThread:
+        def submit(self, *args):
+            raise RuntimeError("can't start new thread")
+
+        def shutdown(self, wait=True):
+            pass
+
+    w = d.writer(5)
+    w._committer = NoThread()
+    w.append(("t", 0), _batch())
+    task = w.flush_in_background()
+    deadline = time.monotonic() + 10
+    while not task.done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert task.done() and isinstance(task.exception(), RuntimeError)
+    w._committer = None
+    w.close()
+    from plog.engine.storage.checkpoints import OffsetCheckpointFile
+
+    hws = [list(OffsetCheckpointFile(d.broker_log_dir(b) / "replication-offset-checkpoint").read().values())
+           for b in (1, 2, 3)]
+    assert hws == [[1], [1], [1]]
+
+
+def test_a_replicated_round_whose_flush_thread_cannot_start_leaves_nothing_in_flight(tmp_path):
+    d = DataDir.init(tmp_path / "d", brokers=3)
+    d.create_topic("t", replica_assignment={0: [1, 2, 3]})
+
+    class NoThread:
+        def submit(self, *args):
+            raise RuntimeError("can't start new thread")
+
+        def shutdown(self, wait=True):
+            pass
+
+    w = d.writer(5)
+    w._flusher = NoThread()
+    w.append(("t", 0), _batch())
+    with pytest.raises(RuntimeError):
+        w.flush_in_background()
+    assert not w.flushes_in_phases and not w.appends_beside_flush
+    w._flusher = None
+    w.close()  # no flush in flight to wait for: the round is flushed here
+    from plog.engine.storage.checkpoints import OffsetCheckpointFile
+
+    hws = [list(OffsetCheckpointFile(d.broker_log_dir(b) / "replication-offset-checkpoint").read().values())
+           for b in (1, 2, 3)]
+    assert hws == [[1], [1], [1]]
