@@ -621,8 +621,14 @@ class ClusterWriter:
             self._dirty, self._acks = {}, []
             written, managers = self._written(dirty)
             ends = [(log, log.log_end_offset) for log in written]
+            try:
+                future = self._flusher.submit(self._flush_round, dirty, acks, ends, managers)
+            except BaseException:
+                # No flush thread: the round stays this writer's to flush (next flush, close).
+                self._dirty, self._acks = dirty, acks + self._acks
+                raise
             self._beside = True
-            self._flushing = future = self._flusher.submit(self._flush_round, dirty, acks, ends, managers)
+            self._flushing = future
             return future
         self._flushing = future = self._flusher.submit(self._flush_on_thread)
         return future

@@ -468,3 +468,27 @@ def test_a_replicated_round_whose_flush_thread_cannot_start_leaves_nothing_in_fl
     hws = [list(OffsetCheckpointFile(d.broker_log_dir(b) / "replication-offset-checkpoint").read().values())
            for b in (1, 2, 3)]
     assert hws == [[1], [1], [1]]
+
+
+def test_a_round_whose_flush_thread_cannot_start_stays_to_be_flushed(dd):
+    """One replica: no flush thread for the round, so it is not in flight and stays dirty;
+    the close fsyncs and checkpoints it."""
+    class NoThread:
+        def submit(self, *args):
+            raise RuntimeError("can't start new thread")
+
+        def shutdown(self, wait=True):
+            pass
+
+    w = dd.writer(5)
+    w._flusher = NoThread()
+    w.append(("t", 0), _batch())
+    with pytest.raises(RuntimeError):
+        w.flush_in_background()
+    assert not w.appends_beside_flush
+    assert [tuple(tp) for tp in w._dirty] == [("t", 0)]  # still the writer's to flush
+    w._flusher = None
+    w.close()
+    from plog.engine.storage.checkpoints import OffsetCheckpointFile
+
+    assert list(OffsetCheckpointFile(dd.broker_log_dir(1) / "replication-offset-checkpoint").read().values()) == [1]
