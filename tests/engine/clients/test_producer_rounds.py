@@ -413,6 +413,16 @@ def test_a_replicated_round_whose_flush_cannot_start_fails_alone(tmp_path, monke
     assert p.records_sent == len(done)
 
 
+class _NoThread:
+    """A writer's pool whose thread cannot start."""
+
+    def submit(self, *args):
+        raise RuntimeError("can't start new thread")
+
+    def shutdown(self, wait=True):
+        pass
+
+
 def test_a_replicated_round_whose_commit_cannot_start_fails_and_is_flushed_again(tmp_path):
     """No thread for the second phase: the round's Task ends with that error (nothing waits
     for a commit that never runs), and its partitions go back to the writer, whose close
@@ -420,15 +430,8 @@ def test_a_replicated_round_whose_commit_cannot_start_fails_and_is_flushed_again
     d = DataDir.init(tmp_path / "d", brokers=3)
     d.create_topic("t", replica_assignment={0: [1, 2, 3]})
 
-    class NoThread:
-        def submit(self, *args):
-            raise RuntimeError("can't start new thread")
-
-        def shutdown(self, wait=True):
-            pass
-
     w = d.writer(5)
-    w._committer = NoThread()
+    w._committer = _NoThread()
     w.append(("t", 0), _batch())
     task = w.flush_in_background()
     deadline = time.monotonic() + 10
@@ -448,15 +451,8 @@ def test_a_replicated_round_whose_flush_thread_cannot_start_leaves_nothing_in_fl
     d = DataDir.init(tmp_path / "d", brokers=3)
     d.create_topic("t", replica_assignment={0: [1, 2, 3]})
 
-    class NoThread:
-        def submit(self, *args):
-            raise RuntimeError("can't start new thread")
-
-        def shutdown(self, wait=True):
-            pass
-
     w = d.writer(5)
-    w._flusher = NoThread()
+    w._flusher = _NoThread()
     w.append(("t", 0), _batch())
     with pytest.raises(RuntimeError):
         w.flush_in_background()
@@ -473,15 +469,8 @@ def test_a_replicated_round_whose_flush_thread_cannot_start_leaves_nothing_in_fl
 def test_a_round_whose_flush_thread_cannot_start_stays_to_be_flushed(dd):
     """One replica: no flush thread for the round, so it is not in flight and stays dirty;
     the close fsyncs and checkpoints it."""
-    class NoThread:
-        def submit(self, *args):
-            raise RuntimeError("can't start new thread")
-
-        def shutdown(self, wait=True):
-            pass
-
     w = dd.writer(5)
-    w._flusher = NoThread()
+    w._flusher = _NoThread()
     w.append(("t", 0), _batch())
     with pytest.raises(RuntimeError):
         w.flush_in_background()
