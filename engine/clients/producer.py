@@ -802,8 +802,9 @@ class Producer:
             for after_ready, _ in later:
                 try:
                     self._finish_round(after_ready, failure)
-                except BaseException:  # noqa: BLE001 - that round's failure is this one's, raised below
-                    pass
+                except BaseException as e:  # noqa: BLE001 - that round's failure is this one's, raised below
+                    if e is not failure:
+                        raise
         self._finish_round(ready, failure)
 
     @staticmethod
