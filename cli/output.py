@@ -14,7 +14,6 @@ commands that have them, never written raw); colour only when :func:`use_color` 
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -144,6 +143,8 @@ def emit(rows: Sequence[dict], fmt: ListFormat, columns: Sequence[str], *, out=N
         for row in rows:
             out.write("\t".join(_text_cell(row.get(c)) for c in columns) + "\n")
     elif fmt is ListFormat.csv:
+        import csv  # (here: csv output only; every command imports this module)
+
         w = csv.writer(out, lineterminator="\n")
         w.writerow(columns)
         for row in rows:

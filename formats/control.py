@@ -38,7 +38,6 @@ from enum import IntEnum
 from typing import Mapping
 
 from .errors import InvalidRecordError, SchemaError
-from .protocol import Array, Field, Struct, decode, encode
 
 CONTROL_KEY_SIZE = 4
 CONTROL_KEY_VERSION = 0
@@ -138,80 +137,108 @@ def encode_end_txn_marker(coordinator_epoch: int) -> bytes:
 
 # --------------------------------------------------------------------------- KRaft control values
 
-LEADER_CHANGE_MESSAGE = Struct(
-    "LeaderChangeMessage",
-    [
-        Field("version", "int16"),
-        Field("leaderId", "int32"),
-        Field("voters", Array(Struct("Voter", [Field("voterId", "int32"), Field("voterDirectoryId", "uuid", "1+")]))),
-        Field(
-            "grantingVoters",
-            Array(Struct("Voter", [Field("voterId", "int32"), Field("voterDirectoryId", "uuid", "1+")])),
-        ),
-    ],
-    valid_versions="0-1",
-    flexible_versions="0+",
-)
+#: The KRaft control values' schemas (Kafka's ``*.json`` message definitions), built on first
+#: use (:func:`__getattr__`): they need the protocol codec, which nothing on the write path
+#: does (~3 ms of every ``plog produce`` start-up, a control batch or a dump needing them).
+_KRAFT_NAMES = ("LEADER_CHANGE_MESSAGE", "SNAPSHOT_HEADER_RECORD", "SNAPSHOT_FOOTER_RECORD", "KRAFT_VERSION_RECORD",
+                "VOTERS_RECORD", "KRAFT_VALUE_SCHEMAS", "SCHEMAS")
 
-SNAPSHOT_HEADER_RECORD = Struct(
-    "SnapshotHeaderRecord",
-    [Field("version", "int16"), Field("lastContainedLogTimestamp", "int64")],
-    flexible_versions="0+",
-)
 
-SNAPSHOT_FOOTER_RECORD = Struct("SnapshotFooterRecord", [Field("version", "int16")], flexible_versions="0+")
+def _kraft_schemas() -> dict:
+    """``{name: schema}`` of :data:`_KRAFT_NAMES`."""
+    from .protocol import Array, Field, Struct
 
-KRAFT_VERSION_RECORD = Struct(
-    "KRaftVersionRecord", [Field("version", "int16"), Field("kRaftVersion", "int16")], flexible_versions="0+"
-)
-
-VOTERS_RECORD = Struct(
-    "VotersRecord",
-    [
-        Field("version", "int16"),
-        Field(
-            "voters",
-            Array(
-                Struct(
-                    "Voter",
-                    [
-                        Field("voterId", "int32"),
-                        Field("voterDirectoryId", "uuid"),
-                        Field(
-                            "endpoints",
-                            Array(
-                                Struct(
-                                    "Endpoint",
-                                    [Field("name", "string"), Field("host", "string"), Field("port", "uint16")],
-                                )
-                            ),
-                        ),
-                        Field(
-                            "kRaftVersionFeature",
-                            Struct(
-                                "KRaftVersionFeature",
-                                [Field("minSupportedVersion", "int16"), Field("maxSupportedVersion", "int16")],
-                            ),
-                        ),
-                    ],
-                )
+    LEADER_CHANGE_MESSAGE = Struct(
+        "LeaderChangeMessage",
+        [
+            Field("version", "int16"),
+            Field("leaderId", "int32"),
+            Field("voters", Array(Struct("Voter", [Field("voterId", "int32"), Field("voterDirectoryId", "uuid", "1+")]))),
+            Field(
+                "grantingVoters",
+                Array(Struct("Voter", [Field("voterId", "int32"), Field("voterDirectoryId", "uuid", "1+")])),
             ),
-        ),
-    ],
-    flexible_versions="0+",
-)
+        ],
+        valid_versions="0-1",
+        flexible_versions="0+",
+    )
 
-# Schema version each value is read and written at (ControlRecordUtils.*_CURRENT_VERSION).
-KRAFT_VALUE_SCHEMAS: dict[ControlRecordType, Struct] = {
-    ControlRecordType.LEADER_CHANGE: LEADER_CHANGE_MESSAGE,
-    ControlRecordType.SNAPSHOT_HEADER: SNAPSHOT_HEADER_RECORD,
-    ControlRecordType.SNAPSHOT_FOOTER: SNAPSHOT_FOOTER_RECORD,
-    ControlRecordType.KRAFT_VERSION: KRAFT_VERSION_RECORD,
-    ControlRecordType.KRAFT_VOTERS: VOTERS_RECORD,
-}
+    SNAPSHOT_HEADER_RECORD = Struct(
+        "SnapshotHeaderRecord",
+        [Field("version", "int16"), Field("lastContainedLogTimestamp", "int64")],
+        flexible_versions="0+",
+    )
+
+    SNAPSHOT_FOOTER_RECORD = Struct("SnapshotFooterRecord", [Field("version", "int16")], flexible_versions="0+")
+
+    KRAFT_VERSION_RECORD = Struct(
+        "KRaftVersionRecord", [Field("version", "int16"), Field("kRaftVersion", "int16")], flexible_versions="0+"
+    )
+
+    VOTERS_RECORD = Struct(
+        "VotersRecord",
+        [
+            Field("version", "int16"),
+            Field(
+                "voters",
+                Array(
+                    Struct(
+                        "Voter",
+                        [
+                            Field("voterId", "int32"),
+                            Field("voterDirectoryId", "uuid"),
+                            Field(
+                                "endpoints",
+                                Array(
+                                    Struct(
+                                        "Endpoint",
+                                        [Field("name", "string"), Field("host", "string"), Field("port", "uint16")],
+                                    )
+                                ),
+                            ),
+                            Field(
+                                "kRaftVersionFeature",
+                                Struct(
+                                    "KRaftVersionFeature",
+                                    [Field("minSupportedVersion", "int16"), Field("maxSupportedVersion", "int16")],
+                                ),
+                            ),
+                        ],
+                    )
+                ),
+            ),
+        ],
+        flexible_versions="0+",
+    )
+
+    # Schema version each value is read and written at (ControlRecordUtils.*_CURRENT_VERSION).
+    KRAFT_VALUE_SCHEMAS: dict[ControlRecordType, Struct] = {
+        ControlRecordType.LEADER_CHANGE: LEADER_CHANGE_MESSAGE,
+        ControlRecordType.SNAPSHOT_HEADER: SNAPSHOT_HEADER_RECORD,
+        ControlRecordType.SNAPSHOT_FOOTER: SNAPSHOT_FOOTER_RECORD,
+        ControlRecordType.KRAFT_VERSION: KRAFT_VERSION_RECORD,
+        ControlRecordType.KRAFT_VOTERS: VOTERS_RECORD,
+    }
+    return {"LEADER_CHANGE_MESSAGE": LEADER_CHANGE_MESSAGE, "SNAPSHOT_HEADER_RECORD": SNAPSHOT_HEADER_RECORD,
+            "SNAPSHOT_FOOTER_RECORD": SNAPSHOT_FOOTER_RECORD, "KRAFT_VERSION_RECORD": KRAFT_VERSION_RECORD,
+            "VOTERS_RECORD": VOTERS_RECORD, "KRAFT_VALUE_SCHEMAS": KRAFT_VALUE_SCHEMAS,
+            "SCHEMAS": tuple(KRAFT_VALUE_SCHEMAS.values())}
+
+
+def __getattr__(name: str):
+    """The KRaft schemas (:data:`_KRAFT_NAMES`), built at the first one asked for (then
+    module globals: this is not called again for them)."""
+    if name in _KRAFT_NAMES:
+        built = globals().get(name)
+        if built is None:
+            globals().update(_kraft_schemas())
+            built = globals()[name]
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 KRAFT_SCHEMA_VERSION = 0
 
-SCHEMAS: tuple[Struct, ...] = tuple(KRAFT_VALUE_SCHEMAS.values())
 
 # DumpLogSegments' label for each KRaft type (" LeaderChange: " in the Java tool,
 # " SnapshotHeader ", " SnapshotFooter ", " KRaftVersion ", " KRaftVoters ").
@@ -225,7 +252,7 @@ DUMP_LABELS = {
 
 
 def _kraft_schema(control_type: ControlRecordType) -> Struct:
-    schema = KRAFT_VALUE_SCHEMAS.get(ControlRecordType(control_type))
+    schema = __getattr__("KRAFT_VALUE_SCHEMAS").get(ControlRecordType(control_type))
     if schema is None:
         raise SchemaError(f"control record type {ControlRecordType(control_type).name} has no KRaft value schema")
     return schema
@@ -236,11 +263,15 @@ def decode_kraft_value(control_type: ControlRecordType, value: bytes, version: i
     the struct are ignored, as Kafka does."""
     if value is None:
         raise SchemaError(f"{ControlRecordType(control_type).name} control record has a null value")
+    from .protocol import decode
+
     fields, _ = decode(_kraft_schema(control_type), version, bytes(value))
     return fields
 
 
 def encode_kraft_value(control_type: ControlRecordType, fields: Mapping, version: int = KRAFT_SCHEMA_VERSION) -> bytes:
+    from .protocol import encode
+
     return encode(_kraft_schema(control_type), version, fields)
 
 

@@ -26,7 +26,6 @@ the file (Kafka's ``KafkaStorageException``), with the ``OSError`` as ``__cause_
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import time
 import uuid as _uuid
@@ -278,7 +277,9 @@ def read_meta_properties(log_dir: str | os.PathLike) -> MetaProperties | None:
 
 def _local_java_date(epoch_seconds: float) -> str:
     # java.util.Date.toString uses the JVM's default zone, which is the system's.
-    return _ck.java_date_string(epoch_seconds, _dt.datetime.now().astimezone().tzinfo)
+    import datetime  # (here: the date line of a properties file is the only use, ~1 ms of start-up)
+
+    return _ck.java_date_string(epoch_seconds, datetime.datetime.now().astimezone().tzinfo)
 
 
 def write_meta_properties(log_dir: str | os.PathLike, meta: MetaProperties, *,

@@ -62,9 +62,6 @@ from plog.engine.storage.loader import LoadedLog, LoadReport, load, rebuild_prod
 from plog.engine.storage.segment import FetchData, LogOffsetPosition, LogSegment, RollParams, TimestampAndOffset
 from plog.engine.storage.segments import LogSegments
 
-# ListOffsets' special timestamps, for fetch_offset_by_timestamp: the offset language owns them.
-from plog.engine.offset_spec import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP  # noqa: E402
-
 
 def _storage_io(action: str, *, flush: bool = False):
     """Decorator of the methods that write a log (Kafka's ``maybeHandleIOException``): an
@@ -536,6 +533,9 @@ class Log:
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ``fetchOffsetByTimestamp``: -2 earliest, -1 latest, -3 max timestamp,
         else the first record with timestamp >= ``timestamp``."""
+        # (Imported here: offset_spec is the lookups' module, not the write path's.)
+        from plog.engine.offset_spec import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+
         if timestamp == EARLIEST_TIMESTAMP:
             return TimestampAndOffset(-1, self.log_start_offset)
         if timestamp == LATEST_TIMESTAMP:
