@@ -556,14 +556,6 @@ class Log:
 
     # -- durability -------------------------------------------------------------------------------
 
-    def start_writeback(self) -> None:
-        """Start writing what :meth:`flush` would fsync now (the segments from the recovery
-        point up), without waiting: no durability changes until the flush returns."""
-        self._check_open()
-        if self.recovery_point < self.log_end_offset:
-            for segment in self.segments.values(self.recovery_point, self.log_end_offset):
-                segment.start_writeback()
-
     @_storage_io("flushing", flush=True)
     def flush(self, offset: int | None = None) -> None:
         """fsync everything below ``offset`` (default: the LEO); the recovery point moves there.

@@ -51,7 +51,7 @@ from plog.formats.record_batch import CRC_START
 from plog.engine.storage.descriptor_budget import ReopenableFile
 from plog.engine.errors import OffsetOverflowError
 from plog.engine.storage import recovery_walk
-from plog.engine.storage.file_records import FileBatches, start_writeback
+from plog.engine.storage.file_records import FileBatches
 from plog.engine.storage.file_names import (
     log_file_name,
     offset_index_file_name,
@@ -588,12 +588,6 @@ class LogSegment:
         self.time_index.resize(size)
 
     # -- durability and lifecycle ----------------------------------------------------------------
-
-    def start_writeback(self) -> None:
-        """Ask the kernel to start writing the ``.log``'s dirty pages to disk, without waiting
-        and without promising anything (:func:`~plog.engine.storage.file_records.start_writeback`):
-        a :meth:`flush` that follows has less left to wait for."""
-        start_writeback(self._fd, 0, self.size)
 
     def flush(self) -> None:
         """fsync the log and flush all indexes."""
