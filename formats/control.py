@@ -138,8 +138,9 @@ def encode_end_txn_marker(coordinator_epoch: int) -> bytes:
 # --------------------------------------------------------------------------- KRaft control values
 
 #: The KRaft control values' schemas (Kafka's ``*.json`` message definitions), built on first
-#: use (:func:`__getattr__`): they need the protocol codec, which nothing on the write path
-#: does (~3 ms of every ``plog produce`` start-up, a control batch or a dump needing them).
+#: use (:func:`__getattr__`): they need the protocol codec, which the write path does not
+#: (importing and building it cost every ``plog produce`` ~3 ms of start-up); a dump of KRaft
+#: control records, or a caller of these names, builds them once.
 _KRAFT_NAMES = ("LEADER_CHANGE_MESSAGE", "SNAPSHOT_HEADER_RECORD", "SNAPSHOT_FOOTER_RECORD", "KRAFT_VERSION_RECORD",
                 "VOTERS_RECORD", "KRAFT_VALUE_SCHEMAS", "SCHEMAS")
 
