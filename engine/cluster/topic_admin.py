@@ -24,7 +24,6 @@ import uuid
 from pathlib import Path
 from typing import Iterator
 
-from plog.engine.cluster import placement as _placement
 from plog.engine.cluster.metadata import METADATA_FILE, ClusterMetadata, TopicMetadata, dump_metadata
 from plog.engine.errors import (
     BrokerNotAvailableError,
@@ -161,6 +160,9 @@ class TopicAdmin:
             if if_not_exists and name in meta.topics:
                 return None
             raise
+        # Imported here: a produce or a consume opens a data directory and places nothing.
+        from plog.engine.cluster import placement as _placement
+
         running = [b for b in meta.brokers if b.running]
         if replica_assignment is not None:
             if partitions is not None and partitions != len(replica_assignment):
@@ -290,6 +292,8 @@ class TopicAdmin:
             return replica_assignment
         if 0 < rf <= len(running):
             self._check_room_for_shares(name, partitions - old_count, rf, running, adding=True)
+        from plog.engine.cluster import placement as _placement
+
         return _placement.add_partitions_assignment([_placement.BrokerMetadata(b.id, b.rack) for b in running],
                                                     dict(enumerate(current.replicas)), partitions, rng=rng)
 

@@ -31,7 +31,8 @@ def test_help_does_not_import_pyspark():
 def test_produce_does_not_import_what_it_does_not_use(tmp_path):
     """`plog produce` (of a topic that exists) through the console script's path leaves out
     what only other commands need: the protocol codec (KRaft control values), shutil (and its bz2/lzma), csv,
-    datetime, the offset language; each cost start-up on every produce (~1-3 ms)."""
+    datetime, the offset language, replica placement (topic creation and reassignment only); each cost
+    start-up on every produce (~1-3 ms)."""
     values = tmp_path / "values.txt"
     values.write_bytes(b"a\nb\n")
     # The topic made first, as for a user who made it once (creating a data directory
@@ -46,7 +47,8 @@ def test_produce_does_not_import_what_it_does_not_use(tmp_path):
     assert r.returncode == 0, r.stderr
     loaded = set(eval(r.stdout.rsplit("LOADED", 1)[1]))
     assert "plog.engine.clients.producer" in loaded
-    unused = {"plog.formats.protocol", "shutil", "csv", "datetime", "plog.engine.offset_spec"}
+    unused = {"plog.formats.protocol", "shutil", "csv", "datetime", "plog.engine.offset_spec",
+              "plog.engine.cluster.placement"}
     assert not unused & loaded, unused & loaded
 
 
