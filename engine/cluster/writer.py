@@ -418,12 +418,14 @@ class ClusterWriter:
                 break
         if len(state.isr) == 1 and state.isr[0] == leader_id:
             advance_high_watermark(leader, state.isr, leader_id, followers)
-        report.events.extend(self._update_isr(tp, leader, state, followers))
+        report.events.extend(self._update_isr(tp, leader, state, followers, logs))
         return report
 
-    def _update_isr(self, tp: TopicPartition, leader: Log, state, followers) -> list:
+    def _update_isr(self, tp: TopicPartition, leader: Log, state, followers, logs: dict | None = None) -> list:
         """Kafka's maybeShrinkIsr / maybeExpandIsr for ``tp`` (AlterPartition: applied only if
-        the leader epoch is still the one this writer worked with)."""
+        the leader epoch is still the one this writer worked with). ``logs``: the follower
+        logs this replication fetched into (broker id -> log); one of them that joins the ISR
+        has its durability policy applied first (below)."""
         from plog.engine.cluster.replication import ControllerEvent, advance_high_watermark
 
         now = self.clock()
@@ -439,6 +441,18 @@ class ClusterWriter:
                      and self.data_dir.broker(b).running
                      and fs.log_end_offset >= leader.high_watermark
                      and (epoch_start is None or fs.log_end_offset >= epoch_start)]
+        for b in list(caught_up):
+            # What it fetched is made durable (its log's policy, plog.fsync.on.produce) before
+            # cluster.json names it in the ISR, as a round is fsynced before it is acknowledged:
+            # a crash between the two never leaves an ISR member whose copy recovery cuts short
+            # below the high watermark. Data fetched in earlier rounds was fsynced by them.
+            log = (logs or {}).get(b)
+            if log is None or log.closed:
+                continue
+            try:
+                log.maybe_flush(log.log_end_offset)
+            except EngineError:
+                caught_up.remove(b)  # its log went offline (an I/O error): it does not join
         if not out_of_sync and not caught_up:
             return []
         events = []

@@ -536,3 +536,33 @@ def test_a_writer_whose_close_fails_after_an_error_reports_that_error(tmp_path, 
     with pytest.raises(KafkaStorageError, match="marker"):
         with dd.writer(5.0) as w:
             w.acquire_all()
+
+
+def test_a_replica_joins_the_isr_only_with_what_it_fetched_durable(tmp_path, monkeypatch):
+    """A follower that caught up is fsynced (its durability policy) before cluster.json names it
+    in the ISR: a crash between the two would otherwise leave an ISR member whose copy
+    recovery cuts short below the high watermark."""
+    from plog.engine.cluster import data_dir as data_dir_module
+
+    dd, w, clock = cluster(tmp_path)
+    brokers.stop_broker(dd, 2, writer=w)
+    for i in range(5):
+        w.append(TP, batch(b"v%d" % i), acks=1)
+    w.flush()
+    seen = []
+    real_update = data_dir_module.DataDir.update
+
+    def update(self):
+        # Each metadata write: the follower's log end offset and recovery point at that moment
+        # (None while broker 2 is still stopped).
+        lm = w._managers.get(2)
+        log = lm.logs.get(TP) if lm is not None else None
+        seen.append(None if log is None else (log.log_end_offset, log.recovery_point))
+        return real_update(self)
+
+    monkeypatch.setattr(data_dir_module.DataDir, "update", update)
+    brokers.start_broker(dd, 2, writer=w)
+    assert dd.partition_state(TP).isr == [1, 2]
+    # The ISR's expansion is the last metadata write; the copy was durable when it was made.
+    leo, recovery_point = seen[-1]
+    assert leo == 5 and recovery_point == 5
