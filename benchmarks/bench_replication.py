@@ -36,8 +36,9 @@ Figures (issue 9), with plog's engine API in this process (no CLI, no child plog
   fetch) and producer snapshots on each broker's restart history, so they may differ without
   the replica's data differing. ``breakdown_seconds``: where the catch-up's seconds went
   (``BrokerChange.seconds``): ``catch_up`` (truncation and fetches: the leader's reads, the
-  CRC walk, the follower's writes, writeback started along the way), ``flush`` (the fsync
-  of what was fetched, the high-watermark checkpoints), ``close`` (each broker's
+  CRC walk, the follower's writes, writeback started along the way; then the fsync of what
+  was fetched, before the follower rejoins the ISR), ``flush`` (the high-watermark
+  checkpoints and any fsync left), ``close`` (each broker's
   checkpoints, producer snapshot and clean-shutdown marker, each fsynced); the rest is the
   controller's work before the fetches (metadata update, locks, opening the logs).
 
