@@ -69,7 +69,10 @@ import json
 import re
 import uuid as _uuid
 from dataclasses import dataclass
-from typing import Iterable, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
+
+if TYPE_CHECKING:  # (imported where used at run time: java_date_string)
+    import datetime
 
 from . import java
 from .errors import CheckpointError

@@ -563,6 +563,33 @@ def test_a_replica_joins_the_isr_only_with_what_it_fetched_durable(tmp_path, mon
     monkeypatch.setattr(data_dir_module.DataDir, "update", update)
     brokers.start_broker(dd, 2, writer=w)
     assert dd.partition_state(TP).isr == [1, 2]
-    # The ISR's expansion is the last metadata write; the copy was durable when it was made.
-    leo, recovery_point = seen[-1]
-    assert leo == 5 and recovery_point == 5
+    # No metadata write saw the follower's copy ahead of what it had made durable, the ISR's
+    # expansion (the last one) included.
+    assert seen[-1] == (5, 5)
+    assert all(recovery_point == leo for leo, recovery_point in filter(None, seen)), seen
+
+
+def test_a_replica_whose_fsync_fails_does_not_join_the_isr(tmp_path, monkeypatch):
+    """Its log goes offline (the I/O error, as any write's), the ISR stays without it, and the
+    catch-up reports the error as a round's failed fsync does."""
+    import errno
+
+    from plog.engine.errors import KafkaStorageError
+    from plog.engine.storage.segment import LogSegment
+
+    dd, w, clock = cluster(tmp_path)
+    brokers.stop_broker(dd, 2, writer=w)
+    w.append(TP, batch(b"a", b"b"), acks=1)
+    w.flush()
+    real = LogSegment.flush
+
+    def flush(self):
+        if self.log_path.parent.parent.name == "broker-2":
+            raise OSError(errno.EIO, "Input/output error")
+        return real(self)
+
+    monkeypatch.setattr(LogSegment, "flush", flush)
+    with pytest.raises(KafkaStorageError, match="Input/output error"):
+        brokers.start_broker(dd, 2, writer=w)
+    assert dd.partition_state(TP).isr == [1]
+    assert replica(w, 2).failure is not None
