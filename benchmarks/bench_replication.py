@@ -48,6 +48,12 @@ Figures (issue 9), with plog's engine API in this process (no CLI, no child plog
   ``cp_mb_per_s``), then ``sync -f`` of it (``cp_sync_seconds``: the copy made durable, as
   the catch-up is at close). ``ratio_vs_cp`` = catch-up MB/s / cp MB/s (without the sync:
   the stricter figure). Target: >= 0.5.
+* ``catch_up.disk``, ``catch_up.cp_disk``, ``catch_up.cp_sync_disk``: what the block device
+  under ``--dir`` did meanwhile (``/sys/dev/block/*/stat``; null where there is none): MB
+  written, seconds it had requests in flight (``busy_seconds``, ``busy_share`` of the wall
+  time) and MB/s while busy. The catch-up ends with the follower's bytes durable, cp without
+  the sync ends in the page cache: when the disk is busy for most of the catch-up, the disk's
+  write rate bounds it, not the fetches.
 * ``leader_append``: ``Log.append_batches_as_leader`` alone (in this process, no producer,
   no fsync: ``plog.fsync.on.produce`` off and no flush): ~1 M records of 100-byte values in
   ~16 KiB batches (``formats.record_batch.encode_batch``, one idempotent producer, its
@@ -134,6 +140,32 @@ def _status_kib(*fields: str) -> dict[str, int]:
     return out
 
 
+def disk_counters(path) -> tuple[int, int] | None:
+    """(bytes written, milliseconds busy) so far by the block device holding ``path``, from
+    ``/sys/dev/block/MAJ:MIN/stat`` (sectors written, field 7, are 512 bytes whatever the
+    device's block size; io_ticks, field 10, counts the time it had requests in flight); None
+    where there is no such file (tmpfs, overlay file systems, not Linux)."""
+    st = os.stat(path)
+    try:
+        with open(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat") as f:
+            fields = f.read().split()
+        return int(fields[6]) * 512, int(fields[9])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def disk_activity(before, after, seconds: float) -> dict | None:
+    """What the disk did between two :func:`disk_counters` readings ``seconds`` apart: MB
+    written, seconds busy, the busy share of ``seconds`` and MB/s while busy. Whole-device
+    counters: anything else writing meanwhile is counted too (nothing does in this run)."""
+    if before is None or after is None:
+        return None
+    written, busy = after[0] - before[0], (after[1] - before[1]) / 1000
+    return {"written_mb": round(written / 1e6, 1), "busy_seconds": round(busy, 3),
+            "busy_share": round(min(busy / seconds, 1.0), 2) if seconds > 0 else None,
+            "mb_per_s_busy": round(written / busy / 1e6, 1) if busy > 0 else None}
+
+
 def catch_up_child(data_dir: str) -> None:
     """``--catch-up-child DIR``: start broker 3 and report (one JSON line on stdout)."""
     from plog.engine.cluster.brokers import start_broker
@@ -141,9 +173,11 @@ def catch_up_child(data_dir: str) -> None:
 
     dd = DataDir.open(data_dir)
     baseline = _status_kib("VmRSS")["VmRSS"]
+    disk0 = disk_counters(data_dir)
     t0, c0 = time.perf_counter(), time.process_time()
     change = start_broker(dd, 3)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    disk = disk_activity(disk0, disk_counters(data_dir), wall)
     # VmHWM, not ru_maxrss: the latter starts at the RSS of the parent that forked this
     # process (Linux folds the old mm's high-water mark in at exec), here a few hundred MB.
     peak = _status_kib("VmHWM")["VmHWM"]
@@ -157,7 +191,7 @@ def catch_up_child(data_dir: str) -> None:
                         for c in rep.catch_ups if c.truncation is not None],
         "events": [e.describe() for e in change.events + rep.events],
         "baseline_rss_kib": baseline, "peak_rss_kib": peak,
-        "breakdown": change.seconds,
+        "breakdown": change.seconds, "disk": disk,
     }))
 
 
@@ -281,14 +315,18 @@ def leader_append(tmp: Path, records: int = 1_000_000) -> dict:
 def cp_peer(src: Path, dst: Path) -> dict:
     """``cp -r src dst``, then ``sync -f dst``, timed (the catch-up's peer)."""
     nbytes = sum(p.stat().st_size for p in src.iterdir() if p.is_file())
+    disk0 = disk_counters(dst.parent)
     t0 = time.perf_counter()
     subprocess.run(["cp", "-r", str(src), str(dst)], check=True)
     copied = time.perf_counter() - t0
+    disk1 = disk_counters(dst.parent)
     subprocess.run(["sync", "-f", str(dst)], check=True)
     synced = time.perf_counter() - t0
+    disk2 = disk_counters(dst.parent)
     shutil.rmtree(dst, ignore_errors=True)
     return {"cp_bytes": nbytes, "cp_seconds": round(copied, 3), "cp_sync_seconds": round(synced, 3),
-            "cp_mb_per_s": round(nbytes / copied / 1e6, 1), "cp_sync_mb_per_s": round(nbytes / synced / 1e6, 1)}
+            "cp_mb_per_s": round(nbytes / copied / 1e6, 1), "cp_sync_mb_per_s": round(nbytes / synced / 1e6, 1),
+            "cp_disk": disk_activity(disk0, disk1, copied), "cp_sync_disk": disk_activity(disk0, disk2, synced)}
 
 
 def measure(args) -> dict:
@@ -395,6 +433,7 @@ def measure_catch_up(path: Path, pool: list, catch_up_mib: float) -> tuple[dict,
         "cpu_seconds": round(got["cpu_seconds"], 2),
         "mb_per_s": round(got["bytes"] / got["seconds"] / 1e6, 1),
         "breakdown_seconds": {k: round(v, 3) for k, v in got.get("breakdown", {}).items()},
+        "disk": got.get("disk"),
         "peak_rss_mb": round(got["peak_rss_kib"] / 1024, 1),
         "baseline_rss_mb": round(got["baseline_rss_kib"] / 1024, 1),
         "truncations": got["truncations"],

@@ -600,6 +600,16 @@ def extract_replication(raw: dict, ctx: Context) -> list[Row]:
                         "follower catch-up (fsynced at close) ÷ cp -r then sync (the copy made as durable)",
                         cu["mb_per_s"], "MB/s", peer="cp + sync", peer_value=cu["cp_sync_mb_per_s"],
                         ratio=_ratio(cu["mb_per_s"], cu["cp_sync_mb_per_s"]), python=py_cu.get("mb_per_s")))
+        disk = cu.get("disk") or {}
+        if disk.get("mb_per_s_busy"):
+            # The catch-up ends durable, cp in the page cache: the disk's rate while busy, over
+            # cp's, is the most the catch-up's ratio could be were the disk busy all its time.
+            rows.append(row(b, "replication.catch_up_disk",
+                            "the disk during the catch-up, MB/s while busy ÷ cp -r (the ratio's ceiling)",
+                            disk["mb_per_s_busy"], "MB/s", peer="cp", peer_value=cu["cp_mb_per_s"],
+                            ratio=_ratio(disk["mb_per_s_busy"], cu["cp_mb_per_s"]),
+                            note=f"busy {disk['busy_share']:.0%} of the catch-up, {disk['written_mb']:,.0f} MB written",
+                            python=(py_cu.get("disk") or {}).get("mb_per_s_busy")))
     la = raw["figures"].get("leader_append")
     if la:
         rows.append(row(b, "replication.leader_append",

@@ -237,6 +237,19 @@ def test_replication_rows():
     r = rows["replication.rf3_vs_rf1"]
     assert (r.plog, r.peer_value, r.ratio) == (p["rf3"]["records_per_s"], p["rf1"]["records_per_s"], p["ratio"])
     assert rows["replication.catch_up"].plog == raw["figures"]["catch_up"]["mb_per_s"]
+    # The disk's rate while busy, over cp's: the ceiling of the catch-up's ratio, no target.
+    cu = raw["figures"]["catch_up"]
+    d = rows["replication.catch_up_disk"]
+    assert (d.plog, d.peer_value, d.met) == (cu["disk"]["mb_per_s_busy"], cu["cp_mb_per_s"], R.NA)
+    assert d.ratio == round(cu["disk"]["mb_per_s_busy"] / cu["cp_mb_per_s"], 3)
+    assert d.python == raw["plog_python"]["catch_up"]["disk"]["mb_per_s_busy"] and "busy 82%" in d.note
+
+
+def test_replication_without_disk_counters_has_no_disk_row():
+    raw = fixture("bench_replication")
+    for side in ("figures", "plog", "plog_python"):
+        raw[side]["catch_up"]["disk"] = None  # tmpfs, overlay: no block device to read
+    assert "replication.catch_up_disk" not in rows_of("bench_replication", raw)
 
 
 def test_produce_consume_rows():
