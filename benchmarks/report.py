@@ -424,6 +424,12 @@ def _write_side_rows(raw: dict, f: dict, targets: tuple, kcat_why: str) -> list[
                         met=p["ratio_vs_kcat_produce"] >= 2.0, python=p.get("plog_python_records_per_s"),
                         note=f"per CPU-second: plog {p.get('plog_records_per_cpu_s')}, "
                              f"kcat {p.get('kcat_produce_records_per_cpu_s')}"))
+        per_rep = p.get("ratio_vs_kcat_produce_per_rep")
+        if per_rep:
+            # Not a target: how far apart the repetitions the median is taken of lie.
+            rows.append(row(b, "produce_consume.produce_vs_kcat_per_rep",
+                            "plog produce --file ÷ kcat -P, each repetition (the median above is of these)",
+                            ", ".join(f"{r:g}×" for r in per_rep)))
     else:
         rows.append(missing_row(b, t_pk.key, t_pk.figure, NOT_RUN, p.get("kcat_produce_missing") or kcat_why, t_pk))
     for t, name, label in ((t_keyed, "produce_keyed", f"plog produce --parse-key, {n:,} keyed lines, 12 partitions"),
