@@ -252,6 +252,46 @@ def test_replication_without_disk_counters_has_no_disk_row():
     assert "replication.catch_up_disk" not in rows_of("bench_replication", raw)
 
 
+def _load_bench(name: str):
+    sys.path.insert(0, str(BENCH_DIR))  # (a bench script imports its neighbour workloads.py)
+    try:
+        spec = importlib.util.spec_from_file_location(f"plog_{name}", BENCH_DIR / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCH_DIR))
+    return module
+
+
+def test_disk_counters_read_sectors_and_io_ticks(tmp_path, monkeypatch):
+    """bench_replication's disk figures: /sys/dev/block/MAJ:MIN/stat read as the kernel's
+    Documentation/block/stat.rst lays it out, and the activity between two readings."""
+    import io
+
+    B = _load_bench("bench_replication")
+    st = os.stat(tmp_path)
+    wanted = f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat"
+    line = "  10 0 800 5 20 0 409600 30 0 1500 35 0 0 0 0 0 0\n"  # 409,600 sectors, 1,500 ms busy
+
+    def fake_open(path, *a, **k):
+        if path != wanted:
+            raise FileNotFoundError(path)
+        return io.StringIO(line)
+
+    monkeypatch.setattr(B, "open", fake_open, raising=False)
+    assert B.disk_counters(tmp_path) == (409_600 * 512, 1_500)
+    line = "1 2 3\n"  # a file too short to hold the fields: no figures rather than wrong ones
+    assert B.disk_counters(tmp_path) is None
+    monkeypatch.setattr(B, "open", lambda *a, **k: (_ for _ in ()).throw(FileNotFoundError()), raising=False)
+    assert B.disk_counters(tmp_path) is None  # tmpfs, overlay, not Linux
+
+    a = B.disk_activity((100_000_000, 1_000), (400_000_000, 1_150), 0.2)
+    assert a == {"written_mb": 300.0, "busy_seconds": 0.15, "busy_share": 0.75, "mb_per_s_busy": 2000.0}
+    assert B.disk_activity(None, (1, 1), 0.2) is None
+    idle = B.disk_activity((5, 7), (5, 7), 0.1)
+    assert (idle["written_mb"], idle["busy_share"], idle["mb_per_s_busy"]) == (0.0, 0.0, None)
+
+
 def test_produce_consume_rows():
     raw, rows = fixture("bench_produce_consume"), rows_of("bench_produce_consume")
     c = raw["figures"]["consume"]
